@@ -1,0 +1,120 @@
+// One engine step (SPEC section 7) and its host-side plan.
+//
+// An engine fills a StepDesc once per step, asks its backend for a StepPlan
+// once per step, calls Backend::prepare_step once (one async copy of the
+// plan's metadata into the caller's workspace), and then runs every layer's
+// forward with that plan. Nothing in a forward allocates or waits on the host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "step5/config.h"
+#include "step5/tensor.h"
+
+namespace step5 {
+
+struct StepDesc {
+  int64_t num_tokens = 0;       // n, real query rows of this step
+  int64_t num_output_rows = 0;  // rows of the output buffer (CUDA-graph
+                                // padding); 0 means n. Rows n.. come out 0.
+  int32_t num_requests = 0;     // R
+
+  // Views on the backend's device (host memory for the cpu backend).
+  TensorView query_start_loc;  // i32 [R+1]; [0] = 0, [R] = n, non-decreasing
+  TensorView seq_lens;         // i32 [R]; length after this step's tokens
+  TensorView block_table;      // i32 [R, max_blocks]; stride[1] == 1
+  TensorView slot_mapping;     // i64 [n]; block * B + offset of each token
+  TensorView ring_index;       // i32 [R]; CSA ring entry of each request;
+                               // may be absent when no CSA layer runs
+
+  // Host copies the planner reads. May be null when the views above are in
+  // host memory; then the planner reads the views. query_start_loc and
+  // seq_lens are required one way or the other; the block table and slot
+  // mapping are checked against each other when visible on the host.
+  const int32_t* host_query_start_loc = nullptr;  // [R+1]
+  const int32_t* host_seq_lens = nullptr;         // [R]
+  const int32_t* host_block_table = nullptr;      // [R, block_table.stride[0]]
+  const int64_t* host_slot_mapping = nullptr;     // [n]
+  const int32_t* host_ring_index = nullptr;       // [R]
+
+  int64_t output_rows() const {
+    return num_output_rows > 0 ? num_output_rows : num_tokens;
+  }
+};
+
+enum class StepKind : uint8_t {
+  empty,    // no query rows: forward only zeroes the padding rows
+  uniform,  // every request has the same query length <= spec_tokens + 1
+            // (decode, MTP verify): kernels derive all row data on device
+  mixed,    // anything else (prefill chunks mixed with decode and verify)
+};
+
+const char* step_kind_name(StepKind kind);
+
+// Rows [begin, end) of a step, in flattened query order.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+struct PlanOptions {
+  // Upper bound of the scores buffer of one scoring chunk, in bytes. Prefill
+  // chunks at long context are scored in row chunks of at most this much.
+  size_t max_score_bytes = size_t{256} << 20;
+  // CUDA graphs: plan for contexts up to this many tokens instead of this
+  // step's longest, so one workspace size serves every replay. 0 = this step.
+  int64_t max_context = 0;
+};
+
+// Where each piece of scratch lives inside the caller's workspace (bytes).
+struct WorkspaceLayout {
+  size_t row_meta_offset = 0;  // i32 [2, n]: request, position of each row
+  size_t scores_offset = 0;    // f32 [chunk_rows, G, score_stride]
+  size_t selected_offset = 0;  // i32 [chunk_rows, G, K]
+  size_t scratch_offset = 0;   // backend-private scratch
+  size_t scratch_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+struct StepPlan {
+  StepKind kind = StepKind::empty;
+  int64_t num_tokens = 0;
+  int64_t num_output_rows = 0;
+  int32_t num_requests = 0;
+  int32_t query_len = 0;      // uniform steps: query tokens per request
+  int32_t max_seq_len = 0;    // longest request after the step
+  int32_t max_closed = 0;     // most closed regions of any row
+  int32_t max_blocks = 0;     // block_table.shape[1]
+
+  // Per request (host).
+  std::vector<int32_t> query_start;  // [R+1]
+  std::vector<int32_t> seq_len;      // [R]
+  // Per query row (host); also copied into the workspace by prepare_step.
+  std::vector<int32_t> row_request;   // [n]
+  std::vector<int32_t> row_position;  // [n]
+
+  // CSA scoring works in chunks of rows so the scores buffer stays bounded.
+  int64_t chunk_rows = 0;      // rows per chunk (the last may be shorter)
+  int32_t score_stride = 0;    // scores row stride, >= max_closed
+  std::vector<RowRange> chunks;
+
+  // The layers this plan was built for (shapes checked at each forward).
+  std::vector<LayerConfig> layers;
+  WorkspaceLayout workspace;
+
+  size_t workspace_bytes() const { return workspace.total_bytes; }
+  // Throws when `config` does not match any layer the plan was built for.
+  void check_layer(const LayerConfig& config) const;
+};
+
+// Caller-owned scratch on the backend's device, at least
+// plan.workspace_bytes() bytes, 256-byte aligned.
+struct Workspace {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+}  // namespace step5
