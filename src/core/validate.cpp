@@ -1,5 +1,8 @@
 #include "core/validate.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "core/check.h"
 #include "core/plan.h"
 
@@ -139,6 +142,14 @@ void validate_ring_ids(const StepDesc& step, const StepPlan& plan, int64_t num_e
     require(ids[r] >= 0 && ids[r] < num_entries, ErrorCode::out_of_range, "step.ring_index[", r,
             "]: expected 0..", num_entries - 1, " (ring num_entries), got ", ids[r]);
   }
+  // A ring entry is one request's state: two requests of one step sharing
+  // an entry would read each other's open-region rows.
+  std::vector<int32_t> sorted(ids, ids + plan.num_requests);
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  require(dup == sorted.end(), ErrorCode::invalid_argument,
+          "step.ring_index: expected distinct entries per request, got entry ",
+          dup == sorted.end() ? 0 : *dup, " twice");
 }
 
 void validate_kv_inputs(const LayerConfig& c, const StepPlan& plan, const TensorView& key,

@@ -1,10 +1,15 @@
-// Subcommands of the step5attn tool. Each returns the process exit code and
-// prints its own usage on bad arguments.
+// Subcommands of the step5attn tool. Each takes its own argv (argv[0] is the
+// command name), returns the process exit code (0 ok, 1 failure, 2 usage)
+// and prints its own usage on bad arguments. main.cpp lists them in one
+// table; adding a command is a declaration here and a row there.
 #pragma once
 
 namespace step5::tool {
 
-int run_demo(int argc, char** argv);    // embedded serving run, checked
-int run_replay(int argc, char** argv);  // SPEC 10 case files
+int run_demo(int argc, char** argv);     // embedded serving run, checked
+int run_replay(int argc, char** argv);   // SPEC 10 case files
+int run_version(int argc, char** argv);  // library version
+int run_bench(int argc, char** argv);    // cuda attention check + timings (SPEC 9)
+int run_check(int argc, char** argv);    // cuda backend vs cpu reference on this GPU
 
 }  // namespace step5::tool

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the build needs from Debian packages, on a fresh machine.
+# Idempotent: packages already present are not fetched again.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libgtest-dev libgmock-dev clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+
+# The CUDA backend builds when nvcc is present (CUDA toolkit from the
+# machine image); it is optional for the CPU build.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "setup: nvcc found, the cuda backend will be compiled for sm_90a"
+else
+  echo "setup: no nvcc, building the cpu backend only"
+fi

@@ -1,0 +1,304 @@
+// The cpu Backend: boundary validation of every operation, then the kernels
+// of src/cpu/kernels.h. Forwards validate everything before writing anything.
+#include "cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/plan.h"
+#include "core/validate.h"
+#include "cpu/cache_access.h"
+#include "cpu/kernels.h"
+
+namespace step5::cpu {
+
+namespace {
+
+constexpr Device kHost = Device::host;
+using detail::require;
+
+// The kernels read the step's views, so validation must check the views
+// themselves rather than the host_* copies the planner may have been given.
+StepDesc views_only(const StepDesc& step) {
+  StepDesc s = step;
+  s.host_query_start_loc = nullptr;
+  s.host_seq_lens = nullptr;
+  s.host_block_table = nullptr;
+  s.host_slot_mapping = nullptr;
+  s.host_ring_index = nullptr;
+  return s;
+}
+
+void check_step(const LayerConfig& c, const StepDesc& step, const StepPlan& plan, LayerKind kind,
+                const char* op) {
+  detail::validate_step(c, step, plan, kHost);
+  require(c.kind == kind, ErrorCode::invalid_argument, op, ": config.kind expected ",
+          layer_kind_name(kind), ", got ", layer_kind_name(c.kind));
+}
+
+void check_kv(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
+              const KVCacheView& kv) {
+  detail::validate_kv_cache(c, kv, kHost);
+  detail::validate_block_ids(c, step, plan, kv.num_blocks);
+}
+
+void check_summaries(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
+                     const SummaryCacheView& summaries) {
+  detail::validate_summary_cache(c, summaries, kHost);
+  detail::validate_block_ids(c, step, plan, summaries.num_blocks);
+}
+
+void check_ring(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
+                const RingView& ring) {
+  detail::validate_ring(c, ring, kHost);
+  detail::validate_ring_ids(step, plan, ring.num_entries);
+}
+
+// A caller's selection must name distinct closed regions, or attention
+// would read past the row's history (and past its scratch): entries are -1
+// or strictly ascending in 0..C-1.
+void check_selection_contents(const LayerConfig& c, const StepPlan& plan, RowRange rows,
+                              const TensorView& selected) {
+  for (int64_t i = 0; i < rows.size(); ++i) {
+    const int32_t C =
+        detail::closed_regions(plan.row_position[static_cast<size_t>(rows.begin + i)]);
+    for (int g = 0; g < c.num_kv_heads; ++g) {
+      const int32_t* regions = at<const int32_t>(selected, i, g);
+      int32_t previous = -1;
+      for (int k = 0; k < c.topk; ++k) {
+        const int32_t j = regions[k];
+        if (j == -1) continue;
+        require(j > previous && j < C, ErrorCode::out_of_range, "selected[", i, "][", g, "][", k,
+                "]: expected -1 or a closed region above the previous entry (", previous, ") and ",
+                "below C = ", C, " for position ",
+                plan.row_position[static_cast<size_t>(rows.begin + i)], ", got ", j);
+        previous = j;
+      }
+    }
+  }
+}
+
+// A dense view of `shape` at byte `offset` of the workspace.
+TensorView workspace_view(const Workspace& ws, size_t offset, DType dtype,
+                          std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(static_cast<std::byte*>(ws.data) + offset, dtype, shape);
+}
+
+// Rows [rows) of a view, as a view of rows.size() rows.
+TensorView row_slice(const TensorView& v, RowRange rows) {
+  TensorView slice = v;
+  slice.data = static_cast<std::byte*>(v.data) +
+               rows.begin * v.stride[0] * static_cast<int64_t>(dtype_size(v.dtype));
+  slice.shape[0] = rows.size();
+  return slice;
+}
+
+int resolve_threads(const BackendOptions& options) {
+  require(options.num_threads >= 0, ErrorCode::invalid_argument,
+          "BackendOptions.num_threads: expected >= 0 (0 = hardware concurrency), got ",
+          options.num_threads);
+  if (options.num_threads > 0) return options.num_threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  BackendKind kind() const override { return BackendKind::cpu; }
+  Device device() const override { return kHost; }
+
+  StepPlan plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
+                const PlanOptions& options) const override {
+    return detail::build_plan(step, layers, options,
+                              [this](const StepPlan& p) { return scratch_bytes(p); });
+  }
+
+  void prepare_step(const StepPlan& plan, Workspace workspace, Stream) override {
+    detail::validate_workspace(plan, workspace);
+    auto* meta = reinterpret_cast<int32_t*>(static_cast<std::byte*>(workspace.data) +
+                                            plan.workspace.row_meta_offset);
+    const auto n = static_cast<size_t>(plan.num_tokens);
+    std::copy(plan.row_request.begin(), plan.row_request.end(), meta);
+    std::copy(plan.row_position.begin(), plan.row_position.end(), meta + n);
+  }
+
+  void write_kv(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                TensorView key, TensorView value, const KVCacheView& kv, Stream) override {
+    const StepDesc s = views_only(step);
+    detail::validate_step(config, s, plan, kHost);
+    check_kv(config, s, plan, kv);
+    detail::validate_kv_inputs(config, plan, key, value, kHost);
+    kernel::write_kv(args(config, s, plan), key, value, kv);
+  }
+
+  void update_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        TensorView index_key, TensorView index_z, const LayerCache& cache,
+                        Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::csa, "update_summaries");
+    check_summaries(config, s, plan, cache.summaries);
+    check_ring(config, s, plan, cache.ring);
+    detail::validate_index_rows(config, plan, index_key, index_z, kHost);
+    kernel::update_summaries(args(config, s, plan), index_key, index_z, cache.summaries,
+                             cache.ring);
+  }
+
+  void indexer_scores(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                      RowRange rows, TensorView index_query, TensorView index_weight,
+                      const SummaryCacheView& summaries, TensorView scores, Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::csa, "indexer_scores");
+    detail::validate_rows(plan, rows);
+    detail::validate_index_query(config, plan, index_query, index_weight, kHost);
+    check_summaries(config, s, plan, summaries);
+    detail::validate_scores(config, plan, rows, scores, /*optional=*/false, kHost);
+    OwnedScratch scratch(*this, plan);
+    kernel::indexer_scores(args(config, s, plan), scratch.view, rows, index_query, index_weight,
+                           summaries, scores, /*only_over_topk=*/false);
+  }
+
+  void select_regions(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                      RowRange rows, TensorView scores, TensorView selected, Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::csa, "select_regions");
+    detail::validate_rows(plan, rows);
+    detail::validate_scores(config, plan, rows, scores, /*optional=*/true, kHost);
+    detail::validate_selected(config, rows, selected, kHost);
+    OwnedScratch scratch(*this, plan);
+    kernel::select_regions(args(config, s, plan), scratch.view, rows, scores, selected);
+  }
+
+  void sparse_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        RowRange rows, TensorView query, TensorView selected, TensorView gate,
+                        const KVCacheView& kv, TensorView output, Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::csa, "sparse_attention");
+    detail::validate_rows(plan, rows);
+    detail::validate_query(config, plan, query, gate, kHost);
+    detail::validate_selected(config, rows, selected, kHost);
+    check_selection_contents(config, plan, rows, selected);
+    check_kv(config, s, plan, kv);
+    detail::validate_output(config, plan, output, kHost);
+    OwnedScratch scratch(*this, plan);
+    kernel::sparse_attention(args(config, s, plan), scratch.view, rows, query, selected, gate, kv,
+                             output);
+  }
+
+  void window_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        TensorView query, TensorView gate, const KVCacheView& kv, TensorView output,
+                        Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::swa, "window_attention");
+    detail::validate_query(config, plan, query, gate, kHost);
+    check_kv(config, s, plan, kv);
+    detail::validate_output(config, plan, output, kHost);
+    OwnedScratch scratch(*this, plan);
+    kernel::window_attention(args(config, s, plan), scratch.view, query, gate, kv, output);
+  }
+
+  void forward_csa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                   const CsaInputs& in, const LayerCache& cache, const LayerOutputs& out,
+                   Workspace workspace, Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::csa, "forward_csa");
+    check_kv(config, s, plan, cache.kv);
+    check_summaries(config, s, plan, cache.summaries);
+    check_ring(config, s, plan, cache.ring);
+    detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
+    detail::validate_index_rows(config, plan, in.index_key, in.index_z, kHost);
+    detail::validate_index_query(config, plan, in.index_query, in.index_weight, kHost);
+    detail::validate_query(config, plan, in.query, in.gate, kHost);
+    detail::validate_output(config, plan, out.output, kHost);
+    const RowRange all{0, plan.num_tokens};
+    if (out.selected.present()) detail::validate_selected(config, all, out.selected, kHost);
+    const Scratch scratch = workspace_scratch(plan, workspace);
+
+    const StepArgs a = args(config, s, plan);
+    kernel::write_kv(a, in.key, in.value, cache.kv);
+    kernel::update_summaries(a, in.index_key, in.index_z, cache.summaries, cache.ring);
+    const int64_t G = config.num_kv_heads;
+    for (const RowRange& chunk : plan.chunks) {
+      int32_t closed = 0;
+      for (int64_t t = chunk.begin; t < chunk.end; ++t) {
+        closed =
+            std::max(closed, detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
+      }
+      // Scores only matter for rows that cannot take all their regions.
+      TensorView scores;
+      if (closed > config.topk) {
+        scores = workspace_view(workspace, plan.workspace.scores_offset, DType::f32,
+                                {chunk.size(), G, plan.score_stride});
+        kernel::indexer_scores(a, scratch, chunk, in.index_query, in.index_weight, cache.summaries,
+                               scores, /*only_over_topk=*/true);
+      }
+      // Select straight into the caller's buffer when it wants the selection.
+      const TensorView selected = out.selected.present()
+                                      ? row_slice(out.selected, chunk)
+                                      : workspace_view(workspace, plan.workspace.selected_offset,
+                                                       DType::i32, {chunk.size(), G, config.topk});
+      kernel::select_regions(a, scratch, chunk, scores, selected);
+      kernel::sparse_attention(a, scratch, chunk, in.query, selected, in.gate, cache.kv,
+                               out.output);
+    }
+    kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+  }
+
+  void forward_swa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                   const SwaInputs& in, const KVCacheView& kv, const LayerOutputs& out,
+                   Workspace workspace, Stream) override {
+    const StepDesc s = views_only(step);
+    check_step(config, s, plan, LayerKind::swa, "forward_swa");
+    check_kv(config, s, plan, kv);
+    detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
+    detail::validate_query(config, plan, in.query, in.gate, kHost);
+    detail::validate_output(config, plan, out.output, kHost);
+    const Scratch scratch = workspace_scratch(plan, workspace);
+
+    const StepArgs a = args(config, s, plan);
+    kernel::write_kv(a, in.key, in.value, kv);
+    kernel::window_attention(a, scratch, in.query, in.gate, kv, out.output);
+    kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+  }
+
+ private:
+  // Scratch of a single operation, which is given no workspace.
+  struct OwnedScratch {
+    OwnedScratch(const CpuBackend& backend, const StepPlan& plan)
+        : buffer(backend.scratch_bytes(plan)), view{buffer.data(), scratch_slab_bytes(plan)} {}
+    std::vector<std::byte> buffer;
+    Scratch view;
+  };
+
+  size_t scratch_bytes(const StepPlan& plan) const {
+    return scratch_slab_bytes(plan) * static_cast<size_t>(pool_.size());
+  }
+
+  // The workspace's scratch region, one slab per pool thread.
+  Scratch workspace_scratch(const StepPlan& plan, const Workspace& workspace) const {
+    detail::validate_workspace(plan, workspace);
+    const size_t need = scratch_bytes(plan);
+    require(plan.workspace.scratch_bytes >= need, ErrorCode::invalid_argument,
+            "plan: workspace scratch expected >= ", need, " bytes for this cpu backend (",
+            pool_.size(), " threads), got ", plan.workspace.scratch_bytes,
+            "; plan the step with the backend that runs it");
+    return {static_cast<std::byte*>(workspace.data) + plan.workspace.scratch_offset,
+            scratch_slab_bytes(plan)};
+  }
+
+  StepArgs args(const LayerConfig& config, const StepDesc& step, const StepPlan& plan) {
+    return {config, step, plan, pool_};
+  }
+
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(resolve_threads(options));
+}
+
+}  // namespace step5::cpu

@@ -1,0 +1,94 @@
+// Tile sizes and the split-KV heuristic of the paged attention family. All
+// values are constexpr so kernels, launcher and scratch sizing agree; the
+// comments say why each value.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace step5::cuda::attn {
+
+// Region size of the page lists (SPEC 3): one page = 8 consecutive tokens.
+constexpr int page_tokens() {
+  return 8;
+}
+
+// One warp step consumes two pages: 16 keys is the k extent of one
+// m16n8k16 P.V product, and two n8 tiles of the Q.K^T product.
+constexpr int pages_per_step() {
+  return 2;
+}
+constexpr int keys_per_step() {
+  return page_tokens() * pages_per_step();
+}
+
+// Query heads of one CTA are the M side of m16n8k16 (H/G <= 16).
+constexpr int mma_rows() {
+  return 16;
+}
+
+// 4 warps per CTA, each streaming its own steps: with 2 CTAs per SM that is
+// 8 independent cp.async streams of 2 x 12 KB (bf16, D = 192) each, about
+// 100 KB in flight per SM, well above the ~32 KB/SM that Little's law asks
+// for at 4.3 TB/s and ~1 us latency.
+constexpr int attention_warps() {
+  return 4;
+}
+constexpr int attention_threads() {
+  return attention_warps() * 32;
+}
+
+// Double buffering per warp: one step in flight while the other computes.
+constexpr int attention_stages() {
+  return 2;
+}
+
+// Shared-memory pitch of one token row (K || V). 16 extra bytes shift
+// consecutive rows by 4 banks, so ldmatrix over 8 rows is conflict free.
+constexpr int smem_row_pitch(int row_bytes) {
+  return row_bytes + 16;
+}
+
+// Split-KV: aim for two waves of CTAs on the H200's 132 SMs (2 CTAs fit per
+// SM), since a decode step has only rows * G (row, group) pairs, e.g. 8 for
+// one request, and each CTA would otherwise stream 513 pages on one SM.
+constexpr int64_t target_ctas() {
+  return 2 * 132;
+}
+// A split should give every warp at least one full step, else the split's
+// fixed cost (Q load, merge, partial write) dominates.
+constexpr int min_pages_per_split() {
+  return attention_warps() * pages_per_step();
+}
+// Bounds scratch and the combine kernel's loop.
+constexpr int max_splits() {
+  return 64;
+}
+
+// Splits for `rows` rows of `groups` KV heads whose page lists hold at most
+// `max_pages` pages. Depends only on shapes, never on the step's contexts,
+// so scratch can be sized at plan time and CUDA graphs replay unchanged.
+constexpr int num_splits(int64_t rows, int groups, int64_t max_pages) {
+  const int64_t ctas = std::max<int64_t>(1, rows * groups);
+  if (ctas >= target_ctas()) return 1;
+  const int64_t want = (target_ctas() + ctas - 1) / ctas;
+  const int64_t useful =
+      std::max<int64_t>(1, (max_pages + min_pages_per_split() - 1) / min_pages_per_split());
+  return static_cast<int>(std::min<int64_t>({want, useful, max_splits()}));
+}
+
+// Most pages of a row: CSA K selected regions plus the current one; SWA
+// positions p-W+1..p cover at most ceil((W-1)/8)+1 pages.
+constexpr int64_t csa_max_pages(int topk) {
+  return int64_t{topk} + 1;
+}
+constexpr int64_t swa_max_pages(int window) {
+  return (int64_t{window} + 6) / 8 + 1;
+}
+
+// Combine kernel: one CTA per row, 8 output values per thread.
+constexpr int combine_threads() {
+  return 256;
+}
+
+}  // namespace step5::cuda::attn

@@ -1,0 +1,50 @@
+// Definition of run_paged<D, HPG>: picks the storage and page-source
+// variant, sets the dynamic shared memory and launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention/combine.cuh"
+#include "cuda/attention/instances.h"
+#include "cuda/attention/paged_kernel.cuh"
+#include "cuda/common/check.h"
+
+namespace step5::cuda::attn {
+
+template <class T>
+void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t stream) {
+  const size_t smem = T::smem_bytes(p.topk);
+  auto* kernel = &paged_attention_kernel<T>;
+  STEP5_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
+  kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(p, num_splits);
+  check_launch("paged_attention_kernel");
+  if (num_splits > 1) {
+    combine_splits_kernel<T::kDim>
+        <<<static_cast<unsigned>(p.num_rows), combine_threads(), 0, stream>>>(
+            p, num_splits, T::kIsFp8 ? p.v_scale : 1.0f);
+    check_launch("combine_splits_kernel");
+  }
+}
+
+template <int D, int HPG>
+void run_paged(const PagedAttentionParams& p, int num_splits, cudaStream_t stream) {
+  const bool fp8 = p.kv_dtype == DType::fp8_e4m3;
+  const bool csa = p.selected != nullptr;
+  if (fp8) {
+    if (csa) {
+      launch_variant<Tile<D, HPG, true, true>>(p, num_splits, stream);
+    } else {
+      launch_variant<Tile<D, HPG, true, false>>(p, num_splits, stream);
+    }
+  } else {
+    if (csa) {
+      launch_variant<Tile<D, HPG, false, true>>(p, num_splits, stream);
+    } else {
+      launch_variant<Tile<D, HPG, false, false>>(p, num_splits, stream);
+    }
+  }
+}
+
+}  // namespace step5::cuda::attn

@@ -1,0 +1,167 @@
+// Host side of the paged attention family: parameter checks, the split
+// choice, the one switch from runtime (D, H/G) to compiled instances, and
+// the padding-row launch.
+#include "cuda/attention/launch.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/plan.h"
+#include "cuda/attention/heuristics.h"
+#include "cuda/attention/instances.h"
+#include "cuda/common/check.h"
+
+namespace step5::cuda {
+namespace {
+
+using detail::concat;
+using detail::require;
+
+// Zeroes rows [row_begin, row_end) of a bf16 [*, H, D] tensor, 8 values
+// (16 bytes) per thread, grid-stride.
+__global__ void zero_rows_kernel(uint16_t* out, int64_t row_stride, int64_t head_stride,
+                                 int32_t num_heads, int32_t head_size, int64_t row_begin,
+                                 int64_t row_end) {
+  const int64_t per_row = int64_t{num_heads} * (head_size / 8);
+  const int64_t total = (row_end - row_begin) * per_row;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = row_begin + i / per_row;
+    const int64_t rem = i % per_row;
+    const int64_t head = rem / (head_size / 8);
+    const int64_t d0 = (rem % (head_size / 8)) * 8;
+    *reinterpret_cast<uint4*>(out + row * row_stride + head * head_stride + d0) =
+        make_uint4(0, 0, 0, 0);
+  }
+}
+
+bool aligned16(const void* ptr) {
+  return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+}
+
+int64_t max_pages_of(bool csa, int topk, int window) {
+  return csa ? attn::csa_max_pages(topk) : attn::swa_max_pages(window);
+}
+
+size_t scratch_for(int64_t rows, int heads, int dim, int splits) {
+  if (splits <= 1 || rows <= 0) return 0;
+  const size_t floats = static_cast<size_t>(rows) * heads * splits * (dim + 2);
+  return detail::align_up(floats * sizeof(float), detail::kWorkspaceAlign);
+}
+
+void check_params(const PagedAttentionParams& p) {
+  const ErrorCode bad = ErrorCode::invalid_argument;
+  require(p.num_kv_heads > 0 && p.num_heads > 0 && p.num_heads % p.num_kv_heads == 0, bad,
+          "paged attention: heads expected H > 0, G > 0, H % G == 0, got H = ", p.num_heads,
+          ", G = ", p.num_kv_heads);
+  require(p.block_size >= 8 && p.block_size % 8 == 0, bad,
+          "paged attention: block_size expected a positive multiple of 8, got ", p.block_size);
+  require(p.num_rows >= 0 && p.row_begin >= 0, bad,
+          "paged attention: rows expected row_begin >= 0 and num_rows >= 0, got ", p.row_begin,
+          ", ", p.num_rows);
+  require(p.kv_dtype == DType::bf16 || p.kv_dtype == DType::fp8_e4m3, ErrorCode::unsupported,
+          "paged attention: kv dtype expected bf16 or fp8_e4m3, got ", dtype_name(p.kv_dtype));
+  require(p.query != nullptr && p.output != nullptr && p.kv != nullptr &&
+              p.block_table != nullptr && p.rows.seq_lens != nullptr,
+          bad, "paged attention: query, output, kv, block_table and seq_lens expected non-null");
+  if (p.selected != nullptr) {
+    require(p.topk > 0, bad, "paged attention: topk expected > 0 for CSA, got ", p.topk);
+  } else {
+    require(p.window > 0, bad, "paged attention: window expected > 0 for SWA, got ", p.window);
+  }
+  require(p.softmax_scale > 0.0f, bad, "paged attention: softmax scale expected > 0, got ",
+          p.softmax_scale);
+  // 16-byte cp.async of cache rows; 32-bit query fragments; 16-byte stores.
+  require(aligned16(p.kv) && p.kv_block_stride % 16 == 0 && p.kv_head_stride % 16 == 0 &&
+              p.kv_token_stride % 16 == 0,
+          ErrorCode::unsupported,
+          "paged attention: kv base and byte strides expected multiples of 16, got strides ",
+          p.kv_block_stride, ", ", p.kv_head_stride, ", ", p.kv_token_stride);
+  require(reinterpret_cast<uintptr_t>(p.query) % 4 == 0 && p.query_row_stride % 2 == 0 &&
+              p.query_head_stride % 2 == 0,
+          ErrorCode::unsupported,
+          "paged attention: query expected 4-byte aligned with even element strides, got "
+          "strides ",
+          p.query_row_stride, ", ", p.query_head_stride);
+  require(aligned16(p.output) && p.output_row_stride % 8 == 0 && p.output_head_stride % 8 == 0,
+          ErrorCode::unsupported,
+          "paged attention: output expected 16-byte aligned with element strides multiple of 8, "
+          "got strides ",
+          p.output_row_stride, ", ", p.output_head_stride);
+}
+
+// The one place where runtime (D, H/G) become compile-time parameters.
+void dispatch(const PagedAttentionParams& p, int splits, cudaStream_t stream) {
+  const int hpg = p.num_heads / p.num_kv_heads;
+  auto by_heads = [&](auto run1, auto run8, auto run16) {
+    switch (hpg) {
+      case 1: run1(p, splits, stream); return;
+      case 8: run8(p, splits, stream); return;
+      case 16: run16(p, splits, stream); return;
+      default:
+        detail::fail(ErrorCode::unsupported,
+                     concat("paged attention: heads per group H/G expected 1, 8 or 16, got ", hpg,
+                            " (H = ", p.num_heads, ", G = ", p.num_kv_heads, ")"));
+    }
+  };
+  switch (p.head_size) {
+    case 64:
+      by_heads(attn::run_paged<64, 1>, attn::run_paged<64, 8>, attn::run_paged<64, 16>);
+      return;
+    case 128:
+      by_heads(attn::run_paged<128, 1>, attn::run_paged<128, 8>, attn::run_paged<128, 16>);
+      return;
+    case 192:
+      by_heads(attn::run_paged<192, 1>, attn::run_paged<192, 8>, attn::run_paged<192, 16>);
+      return;
+    default:
+      detail::fail(
+          ErrorCode::unsupported,
+          concat("paged attention: head size D expected 64, 128 or 192, got ", p.head_size));
+  }
+}
+
+}  // namespace
+
+size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows) {
+  const bool csa = config.kind == LayerKind::csa;
+  const int splits =
+      attn::num_splits(rows, config.num_kv_heads, max_pages_of(csa, config.topk, config.window));
+  return scratch_for(rows, config.num_heads, config.head_size, splits);
+}
+
+void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
+  check_params(p);
+  if (p.pad_row_end > p.pad_row_begin) {
+    launch_zero_rows(p.output, p.output_row_stride, p.output_head_stride, p.num_heads, p.head_size,
+                     p.pad_row_begin, p.pad_row_end, stream);
+  }
+  if (p.num_rows == 0) return;
+  const bool csa = p.selected != nullptr;
+  const int splits =
+      attn::num_splits(p.num_rows, p.num_kv_heads, max_pages_of(csa, p.topk, p.window));
+  const size_t need = scratch_for(p.num_rows, p.num_heads, p.head_size, splits);
+  require(need == 0 || (p.scratch != nullptr && p.scratch_bytes >= need && aligned16(p.scratch)),
+          ErrorCode::invalid_argument, "paged attention: scratch expected >= ", need,
+          " bytes, 16-byte aligned, got ", p.scratch_bytes, " bytes at ", p.scratch);
+  require(p.num_rows * p.num_kv_heads * splits < (int64_t{1} << 31), ErrorCode::unsupported,
+          "paged attention: rows * G * splits expected < 2^31 CTAs, got ",
+          p.num_rows * p.num_kv_heads * splits);
+  dispatch(p, splits, stream);
+}
+
+void launch_zero_rows(uint16_t* output, int64_t row_stride, int64_t head_stride, int32_t num_heads,
+                      int32_t head_size, int64_t row_begin, int64_t row_end, cudaStream_t stream) {
+  if (row_end <= row_begin) return;
+  require(aligned16(output) && row_stride % 8 == 0 && head_stride % 8 == 0 && head_size % 8 == 0,
+          ErrorCode::unsupported,
+          "zero rows: output expected 16-byte aligned, strides and D multiples of 8");
+  const int64_t vectors = (row_end - row_begin) * num_heads * (head_size / 8);
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((vectors + threads - 1) / threads, 4096);
+  zero_rows_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+      output, row_stride, head_stride, num_heads, head_size, row_begin, row_end);
+  check_launch("zero_rows_kernel");
+}
+
+}  // namespace step5::cuda

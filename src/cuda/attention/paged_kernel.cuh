@@ -1,0 +1,346 @@
+// The paged attention kernel: one CTA per (row, KV group, split); see
+// launch.h for the design. Every warp owns a slice of the split's 16-key
+// steps, its own double-buffered stage buffers and its own online softmax.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/attention/launch.h"
+#include "cuda/attention/ptx.cuh"
+#include "cuda/attention/tiles.h"
+#include "cuda/common/rows.h"
+
+namespace step5::cuda::attn {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ float sigmoid_of_bf16(uint16_t bits) {
+  const float x = __uint_as_float(static_cast<uint32_t>(bits) << 16);
+  return 1.0f / (1.0f + expf(-x));
+}
+
+__device__ __forceinline__ void store_bf16x8(uint16_t* dst, const float (&v)[8]) {
+  uint4 w;
+  w.x = pack_bf16x2(v[0], v[1]);
+  w.y = pack_bf16x2(v[2], v[3]);
+  w.z = pack_bf16x2(v[4], v[5]);
+  w.w = pack_bf16x2(v[6], v[7]);
+  *reinterpret_cast<uint4*>(dst) = w;
+}
+
+// Ordered compaction of a CSA row's selection into shared memory: entries
+// outside [0, c) (the -1 padding) are dropped and the current region c is
+// appended. Order is kept so results do not depend on scheduling.
+template <int kThreads>
+__device__ int32_t compact_pages(const int32_t* sel, int32_t topk, int32_t cur, int32_t* pages,
+                                 int* warp_count) {
+  constexpr int kWarps = kThreads / 32;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  int32_t base = 0;
+  for (int32_t i0 = 0; i0 < topk; i0 += kThreads) {
+    const int32_t i = i0 + static_cast<int32_t>(threadIdx.x);
+    const int32_t v = i < topk ? __ldg(sel + i) : -1;
+    const bool keep = v >= 0 && v < cur;
+    const unsigned bits = __ballot_sync(0xffffffffu, keep);
+    if (lane == 0) warp_count[warp] = __popc(bits);
+    __syncthreads();
+    int32_t offset = base;
+    int32_t total = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) offset += warp_count[w];
+      total += warp_count[w];
+    }
+    if (keep) pages[offset + __popc(bits & ((1u << lane) - 1u))] = v;
+    base += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) pages[base] = cur;
+  __syncthreads();
+  return base + 1;
+}
+
+template <class T>
+__global__ void __launch_bounds__(attention_threads())
+    paged_attention_kernel(const PagedAttentionParams p, int num_splits) {
+  constexpr int D = T::kDim;
+  constexpr int HPG = T::kHeads;
+  constexpr int kWarps = attention_warps();
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ int warp_count[kWarps];
+
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  int64_t cta = blockIdx.x;
+  const int split = static_cast<int>(cta % num_splits);
+  cta /= num_splits;
+  const int g = static_cast<int>(cta % p.num_kv_heads);
+  const int64_t local = cta / p.num_kv_heads;
+  const int64_t t = p.row_begin + local;
+
+  int32_t request = 0;
+  int32_t pos = 0;
+  row_of(p.rows, t, request, pos);
+  const int32_t cur = pos / page_tokens();
+
+  // The row's page list: CSA compacted into shared memory, SWA implicit.
+  int32_t* pages = reinterpret_cast<int32_t*>(smem + T::kBufferBytes);
+  int32_t lo = 0;
+  int32_t first = 0;
+  int32_t num_pages = 0;
+  if constexpr (T::kIsCsa) {
+    const int32_t* sel = p.selected + local * p.selected_row_stride + g * p.selected_group_stride;
+    num_pages = compact_pages<attention_threads()>(sel, p.topk, cur, pages, warp_count);
+  } else {
+    lo = max(0, pos - p.window + 1);
+    first = lo / page_tokens();
+    num_pages = cur - first + 1;
+  }
+  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
+  const int32_t begin = min(num_pages, split * per_split);
+  const int32_t end = min(num_pages, begin + per_split);
+  const int32_t num_steps = (end - begin + pages_per_step() - 1) / pages_per_step();
+  const int32_t my_steps = num_steps > warp ? (num_steps - warp + kWarps - 1) / kWarps : 0;
+
+  // Q of this group's heads as m16n8k16 A fragments; rows >= HPG are zero.
+  const int r0 = lane / 4;
+  const int c0 = (lane % 4) * 2;
+  uint32_t qf[D / 16][4];
+  {
+    const uint16_t* q = p.query + t * p.query_row_stride + int64_t{g} * HPG * p.query_head_stride;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = r0 + (i & 1) * 8;
+        const int col = kk * 16 + c0 + (i >> 1) * 8;
+        qf[kk][i] =
+            row < HPG
+                ? __ldg(reinterpret_cast<const uint32_t*>(q + row * p.query_head_stride + col))
+                : 0u;
+      }
+    }
+  }
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int nd = 0; nd < D / 8; ++nd) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+  const float scale_log2 = p.softmax_scale * (T::kIsFp8 ? p.k_scale : 1.0f) * kLog2e;
+
+  unsigned char* wbuf = smem + warp * T::kWarpBytes;
+  const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
+  const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
+
+  // Issues the cp.async copies of warp step `step` into `stage`; returns the
+  // 16-bit mask of keys that are in the row's key set (others zero-filled).
+  auto issue = [&](int32_t step, int stage) -> uint32_t {
+    bool valid = false;
+    const char* src = static_cast<const char*>(p.kv);
+    if (lane < keys_per_step()) {
+      const int32_t e = begin + step * pages_per_step() + lane / page_tokens();
+      if (e < end) {
+        const int32_t region = T::kIsCsa ? pages[e] : first + e;
+        const int32_t kpos = region * page_tokens() + lane % page_tokens();
+        valid = kpos >= lo && kpos <= pos;
+        if (valid) {
+          const int64_t block = __ldg(bt + kpos / p.block_size);
+          src = kv_head + block * p.kv_block_stride +
+                int64_t{kpos % p.block_size} * p.kv_token_stride;
+        }
+      }
+    }
+    const uint32_t mask = __ballot_sync(0xffffffffu, valid) & 0xffffu;
+    const uint32_t dst = smem_addr(wbuf + stage * T::kStageBytes);
+#pragma unroll 4
+    for (int tok = 0; tok < keys_per_step(); ++tok) {
+      const char* row = reinterpret_cast<const char*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), tok));
+      const bool v = (mask >> tok) & 1u;
+      for (int c = lane; c < T::kChunks; c += 32) {
+        cp_async16(dst + tok * T::kRawPitch + c * 16, row + c * 16, v);
+      }
+    }
+    cp_async_commit();
+    return mask;
+  };
+
+  const int mi = lane / 8;
+  const int ri = lane % 8;
+  uint32_t mask_cur = my_steps > 0 ? issue(warp, 0) : 0u;
+  for (int32_t i = 0; i < my_steps; ++i) {
+    const int stage = i & 1;
+    uint32_t mask_next = 0;
+    if (i + 1 < my_steps) {
+      mask_next = issue(warp + (i + 1) * kWarps, stage ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncwarp();
+    const unsigned char* rows = wbuf + stage * T::kStageBytes;
+    int pitch = T::kRawPitch;
+    if constexpr (T::kIsFp8) {
+      unsigned char* conv = wbuf + attention_stages() * T::kStageBytes;
+      constexpr int kUnits = 2 * D / 8;  // 8 fp8 values -> 8 bf16 per unit
+      for (int u = lane; u < keys_per_step() * kUnits; u += 32) {
+        const int tok = u / kUnits;
+        const int off = (u % kUnits) * 8;
+        const uint2 raw = *reinterpret_cast<const uint2*>(rows + tok * T::kRawPitch + off);
+        uint4 w;
+        w.x = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.x & 0xffffu));
+        w.y = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.x >> 16));
+        w.z = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.y & 0xffffu));
+        w.w = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.y >> 16));
+        *reinterpret_cast<uint4*>(conv + tok * T::kRowPitch + off * 2) = w;
+      }
+      __syncwarp();
+      rows = conv;
+      pitch = T::kRowPitch;
+    }
+    const uint32_t base = smem_addr(rows);
+
+    // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    const uint32_t k_addr = base + ((mi >> 1) * 8 + ri) * pitch + (mi & 1) * 16;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_addr + kk * 32);
+      mma_bf16(s[0], qf[kk], b[0], b[1]);
+      mma_bf16(s[1], qf[kk], b[2], b[3]);
+    }
+
+    // Online softmax in the log2 domain; rows r0 (e < 2) and r0 + 8.
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = nt * 8 + c0 + (e & 1);
+        const float x = ((mask_cur >> key) & 1u) ? s[nt][e] * scale_log2 : -INFINITY;
+        s[nt][e] = x;
+        tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+      }
+    }
+    float alpha[2];
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+      const float m_new = fmaxf(m[r], tmax[r]);
+      // A row with no key yet keeps m = -inf; guard exp2(-inf - -inf).
+      alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+      m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
+        l[e >> 1] += s[nt][e];
+      }
+    }
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      acc[nd][0] *= alpha[0];
+      acc[nd][1] *= alpha[0];
+      acc[nd][2] *= alpha[1];
+      acc[nd][3] *= alpha[1];
+    }
+
+    // O += P V: the S accumulator layout is the A fragment of P.
+    uint32_t pa[4];
+    pa[0] = pack_bf16x2(s[0][0], s[0][1]);
+    pa[1] = pack_bf16x2(s[0][2], s[0][3]);
+    pa[2] = pack_bf16x2(s[1][0], s[1][1]);
+    pa[3] = pack_bf16x2(s[1][2], s[1][3]);
+    const uint32_t v_addr = base + ((mi & 1) * 8 + ri) * pitch + 2 * D + (mi >> 1) * 16;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; nd += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, v_addr + nd * 16);
+      mma_bf16(acc[nd], pa, b[0], b[1]);
+      mma_bf16(acc[nd + 1], pa, b[2], b[3]);
+    }
+    __syncwarp();
+    mask_cur = mask_next;
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+
+  // Merge the warps' (m, l, acc) through shared memory (stage buffers are
+  // free: every warp waited for all of its copies).
+  __syncthreads();
+  float* mo = reinterpret_cast<float*>(smem);  // [warp][16][D]
+  float* ml = mo + kWarps * mma_rows() * D;    // [warp][16][2]
+#pragma unroll
+  for (int nd = 0; nd < D / 8; ++nd) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = r0 + (e >> 1) * 8;
+      if (row < HPG) mo[(warp * mma_rows() + row) * D + nd * 8 + c0 + (e & 1)] = acc[nd][e];
+    }
+  }
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = r0 + r * 8;
+      if (row < HPG) {
+        ml[(warp * mma_rows() + row) * 2] = m[r];
+        ml[(warp * mma_rows() + row) * 2 + 1] = l[r];
+      }
+    }
+  }
+  __syncthreads();
+
+  const float v_scale = T::kIsFp8 ? p.v_scale : 1.0f;
+  for (int idx = static_cast<int>(threadIdx.x); idx < HPG * (D / 8); idx += attention_threads()) {
+    const int h = idx / (D / 8);
+    const int d0 = (idx % (D / 8)) * 8;
+    float mmax = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mmax = fmaxf(mmax, ml[(w * mma_rows() + h) * 2]);
+    float lsum = 0.0f;
+    float o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = ml[(w * mma_rows() + h) * 2];
+      const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mmax);
+      lsum += wt * ml[(w * mma_rows() + h) * 2 + 1];
+      const float* src = mo + (w * mma_rows() + h) * D + d0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] += wt * src[j];
+    }
+    const int head = g * HPG + h;
+    if (num_splits == 1) {
+      float f = v_scale / lsum;
+      if (p.gate != nullptr) f *= sigmoid_of_bf16(p.gate[t * p.gate_row_stride + head]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] *= f;
+      store_bf16x8(p.output + t * p.output_row_stride + head * p.output_head_stride + d0, o);
+    } else {
+      const int64_t slot = (local * p.num_heads + head) * num_splits + split;
+      float* part = static_cast<float*>(p.scratch) + slot * D + d0;
+      *reinterpret_cast<float4*>(part) = make_float4(o[0], o[1], o[2], o[3]);
+      *reinterpret_cast<float4*>(part + 4) = make_float4(o[4], o[5], o[6], o[7]);
+      if (d0 == 0) {
+        float* stats = static_cast<float*>(p.scratch) +
+                       p.num_rows * p.num_heads * num_splits * int64_t{D} + slot * 2;
+        stats[0] = mmax;
+        stats[1] = lsum;
+      }
+    }
+  }
+}
+
+}  // namespace step5::cuda::attn

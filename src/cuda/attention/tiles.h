@@ -1,0 +1,43 @@
+// Compile-time tile geometry of one paged attention instantiation: shared
+// memory pitches and buffer sizes, shared by kernel and launcher.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "cuda/attention/heuristics.h"
+
+namespace step5::cuda::attn {
+
+template <int D, int HPG, bool kFp8, bool kCsa>
+struct Tile {
+  static_assert(D % 16 == 0, "D must be a multiple of 16 (m16n8k16 k-steps, ldmatrix pairs)");
+  static_assert(HPG >= 1 && HPG <= mma_rows(), "heads per group must fit the M tile");
+  static constexpr int kDim = D;
+  static constexpr int kHeads = HPG;
+  static constexpr bool kIsFp8 = kFp8;
+  static constexpr bool kIsCsa = kCsa;
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
+  // One token row as stored (K || V) and as staged: raw, then bf16.
+  static constexpr int kRawRowBytes = 2 * D * kElemBytes;
+  static constexpr int kRawPitch = smem_row_pitch(kRawRowBytes);
+  static constexpr int kRowPitch = smem_row_pitch(4 * D);
+  static constexpr int kChunks = kRawRowBytes / 16;  // 16-byte cp.async per row
+  static constexpr int kStageBytes = keys_per_step() * kRawPitch;
+  // fp8 pages are widened to bf16 in a per-warp buffer before ldmatrix.
+  static constexpr int kConvBytes = kFp8 ? keys_per_step() * kRowPitch : 0;
+  static constexpr int kWarpBytes = attention_stages() * kStageBytes + kConvBytes;
+  // The end-of-CTA merge reuses the stage buffers: per warp [16][D] acc and
+  // [16][2] (m, l) in fp32.
+  static constexpr int kMergeBytes = attention_warps() * mma_rows() * (D + 2) * 4;
+  static constexpr int kBufferBytes = std::max(attention_warps() * kWarpBytes, kMergeBytes);
+  static_assert(kRawRowBytes % 16 == 0, "token rows must be whole 16-byte chunks");
+  static_assert(kBufferBytes % 16 == 0, "page list must start 16-byte aligned");
+
+  // Dynamic shared memory: buffers, then the CSA row's compacted page list.
+  static size_t smem_bytes(int topk) {
+    return static_cast<size_t>(kBufferBytes) + (kCsa ? (static_cast<size_t>(topk) + 1) * 4 : 0);
+  }
+};
+
+}  // namespace step5::cuda::attn

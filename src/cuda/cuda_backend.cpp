@@ -1,0 +1,229 @@
+#include "cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/plan.h"
+#include "core/validate.h"
+#include "cuda/common/check.h"
+#include "cuda/common/device.h"
+#include "cuda/forward.h"
+#include "cuda/views.h"
+
+namespace step5::cuda {
+
+namespace {
+
+constexpr Device kDev = Device::cuda;
+
+char* at(Workspace ws, size_t offset) {
+  return static_cast<char*>(ws.data) + offset;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& options) : info_(require_hopper(options.device_id)) {
+    set_device(info_.device_id);
+    STEP5_CUDA_CHECK(cudaEventCreateWithFlags(&staging_done_, cudaEventDisableTiming));
+  }
+  ~CudaBackend() override {
+    // Destructors must not throw: failures here only leak.
+    if (staging_done_ != nullptr) {
+      cudaEventSynchronize(staging_done_);
+      cudaEventDestroy(staging_done_);
+    }
+    if (staging_ != nullptr) cudaFreeHost(staging_);
+    if (op_scratch_ != nullptr) cudaFree(op_scratch_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+  Device device() const override { return kDev; }
+
+  StepPlan plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
+                const PlanOptions& options) const override {
+    // CSA attention runs once per scoring chunk, SWA once over the step.
+    return detail::build_plan(step, layers, options, [&layers](const StepPlan& p) {
+      size_t bytes = 0;
+      for (const auto& layer : layers) {
+        const int64_t rows = layer.kind == LayerKind::csa ? p.chunk_rows : p.num_tokens;
+        bytes = std::max(bytes, paged_attention_scratch_bytes(layer, rows));
+      }
+      return bytes;
+    });
+  }
+
+  void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) override {
+    detail::validate_workspace(plan, workspace);
+    // Uniform steps derive row metadata on device and empty steps have none.
+    if (plan.kind != StepKind::mixed) return;
+    activate();
+    const size_t n = static_cast<size_t>(plan.num_tokens);
+    const size_t bytes = 2 * n * sizeof(int32_t);
+    // The previous step's copy may still read the staging buffer.
+    STEP5_CUDA_CHECK(cudaEventSynchronize(staging_done_));
+    if (bytes > staging_bytes_) {
+      if (staging_ != nullptr) STEP5_CUDA_CHECK(cudaFreeHost(staging_));
+      staging_ = nullptr;
+      staging_bytes_ = 0;
+      STEP5_CUDA_CHECK(cudaMallocHost(&staging_, bytes));
+      staging_bytes_ = bytes;
+    }
+    auto* host = static_cast<int32_t*>(staging_);
+    std::memcpy(host, plan.row_request.data(), n * sizeof(int32_t));
+    std::memcpy(host + n, plan.row_position.data(), n * sizeof(int32_t));
+    const cudaStream_t s = to_cuda_stream(stream);
+    STEP5_CUDA_CHECK(cudaMemcpyAsync(at(workspace, plan.workspace.row_meta_offset), host, bytes,
+                                     cudaMemcpyHostToDevice, s));
+    STEP5_CUDA_CHECK(cudaEventRecord(staging_done_, s));
+  }
+
+  // --- single operations ---------------------------------------------------
+
+  void write_kv(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                TensorView key, TensorView value, const KVCacheView& kv, Stream stream) override {
+    detail::validate_step(config, step, plan, kDev);
+    detail::validate_kv_cache(config, kv, kDev);
+    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    detail::validate_kv_inputs(config, plan, key, value, kDev);
+    activate();
+    launch_kv_write(kv_write_params(config, step, key, value, kv), config.kv_dtype,
+                    to_cuda_stream(stream));
+  }
+
+  void update_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        TensorView index_key, TensorView index_z, const LayerCache& cache,
+                        Stream stream) override {
+    validate_summary_update(config, step, plan, index_key, index_z, cache);
+    activate();
+    run_summaries(config, step, plan, index_key, index_z, cache, to_cuda_stream(stream));
+  }
+
+  void indexer_scores(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                      RowRange rows, TensorView index_query, TensorView index_weight,
+                      const SummaryCacheView& summaries, TensorView scores,
+                      Stream stream) override {
+    require_kind(config, LayerKind::csa, "indexer_scores");
+    detail::validate_step(config, step, plan, kDev);
+    detail::validate_rows(plan, rows);
+    detail::validate_index_query(config, plan, index_query, index_weight, kDev);
+    detail::validate_summary_cache(config, summaries, kDev);
+    detail::validate_block_ids(config, step, plan, summaries.num_blocks);
+    detail::validate_scores(config, plan, rows, scores, /*optional=*/false, kDev);
+    activate();
+    IndexerParams p = indexer_params(config, step, row_meta(step, plan, nullptr), rows, index_query,
+                                     index_weight, summaries);
+    p.scores = static_cast<float*>(scores.data);
+    p.scores_stride_t = scores.stride[0];
+    p.scores_stride_g = scores.stride[1];
+    p.columns = static_cast<int32_t>(scores.shape[2]);
+    launch_indexer(p, config.summary_dtype, info_.max_smem_per_block, to_cuda_stream(stream));
+  }
+
+  void select_regions(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                      RowRange rows, TensorView scores, TensorView selected,
+                      Stream stream) override {
+    require_kind(config, LayerKind::csa, "select_regions");
+    detail::validate_step(config, step, plan, kDev);
+    detail::validate_rows(plan, rows);
+    detail::validate_scores(config, plan, rows, scores, /*optional=*/true, kDev);
+    detail::validate_selected(config, rows, selected, kDev);
+    activate();
+    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores, selected),
+                  to_cuda_stream(stream));
+  }
+
+  void sparse_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        RowRange rows, TensorView query, TensorView selected, TensorView gate,
+                        const KVCacheView& kv, TensorView output, Stream stream) override {
+    require_kind(config, LayerKind::csa, "sparse_attention");
+    detail::validate_step(config, step, plan, kDev);
+    detail::validate_rows(plan, rows);
+    detail::validate_query(config, plan, query, gate, kDev);
+    detail::validate_selected(config, rows, selected, kDev);
+    detail::validate_kv_cache(config, kv, kDev);
+    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    detail::validate_output(config, plan, output, kDev);
+    activate();
+    PagedAttentionParams p = attention_params(config, step, row_meta(step, plan, nullptr), rows,
+                                              query, gate, kv, output);
+    set_selected(p, selected);
+    use_op_scratch(p, config, rows.size());
+    launch_paged_attention(p, to_cuda_stream(stream));
+  }
+
+  void window_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        TensorView query, TensorView gate, const KVCacheView& kv, TensorView output,
+                        Stream stream) override {
+    require_kind(config, LayerKind::swa, "window_attention");
+    detail::validate_step(config, step, plan, kDev);
+    detail::validate_query(config, plan, query, gate, kDev);
+    detail::validate_kv_cache(config, kv, kDev);
+    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    detail::validate_output(config, plan, output, kDev);
+    activate();
+    PagedAttentionParams p = attention_params(config, step, row_meta(step, plan, nullptr),
+                                              {0, plan.num_tokens}, query, gate, kv, output);
+    use_op_scratch(p, config, plan.num_tokens);
+    launch_paged_attention(p, to_cuda_stream(stream));
+  }
+
+  // --- whole layers --------------------------------------------------------
+
+  void forward_csa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                   const CsaInputs& in, const LayerCache& cache, const LayerOutputs& out,
+                   Workspace workspace, Stream stream) override {
+    activate();
+    run_forward_csa(info_, config, step, plan, in, cache, out, workspace, to_cuda_stream(stream));
+  }
+  void forward_swa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                   const SwaInputs& in, const KVCacheView& kv, const LayerOutputs& out,
+                   Workspace workspace, Stream stream) override {
+    activate();
+    run_forward_swa(config, step, plan, in, kv, out, workspace, to_cuda_stream(stream));
+  }
+
+ private:
+  // Kernels run on the backend's GPU whatever the caller's current device.
+  void activate() const {
+    int current = -1;
+    STEP5_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != info_.device_id) set_device(info_.device_id);
+  }
+
+  // Single operations get no workspace; their split-KV partials live in a
+  // buffer the backend grows here (never inside a forward).
+  void use_op_scratch(PagedAttentionParams& p, const LayerConfig& config, int64_t rows) {
+    const size_t bytes = paged_attention_scratch_bytes(config, rows);
+    if (bytes > op_scratch_bytes_) {
+      if (op_scratch_ != nullptr) STEP5_CUDA_CHECK(cudaFree(op_scratch_));
+      op_scratch_ = nullptr;
+      op_scratch_bytes_ = 0;
+      STEP5_CUDA_CHECK(cudaMalloc(&op_scratch_, bytes));
+      op_scratch_bytes_ = bytes;
+    }
+    p.scratch = bytes > 0 ? op_scratch_ : nullptr;
+    p.scratch_bytes = bytes;
+  }
+
+  DeviceInfo info_;
+  cudaEvent_t staging_done_ = nullptr;
+  void* staging_ = nullptr;  // pinned i32 [2, n] row metadata for prepare_step
+  size_t staging_bytes_ = 0;
+  void* op_scratch_ = nullptr;
+  size_t op_scratch_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+bool cuda_backend_available(int device_id, std::string* why) {
+  return hopper_available(device_id, why);
+}
+
+}  // namespace step5::cuda

@@ -1,0 +1,37 @@
+#include <algorithm>
+
+#include "cuda/common/check.h"
+#include "cuda/common/dispatch.h"
+#include "cuda/heuristics.h"
+#include "cuda/kv_write/kv_write.cuh"
+
+namespace step5::cuda {
+
+namespace {
+
+// Grid-stride loops cap the grid: more CTAs than this only add scheduling.
+constexpr int64_t kMaxBlocks = 65535;
+
+int blocks_for(int64_t work) {
+  return static_cast<int>(
+      std::clamp<int64_t>((work + kv_write_threads() - 1) / kv_write_threads(), 1, kMaxBlocks));
+}
+
+}  // namespace
+
+void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t stream) {
+  if (params.num_tokens == 0) return;
+  const int64_t work = params.num_tokens * params.num_heads * (2 * params.head_size / 8);
+  dispatch_storage(kv_dtype, "kv_dtype", [&](auto tag) {
+    kv_write_kernel<decltype(tag)><<<blocks_for(work), kv_write_threads(), 0, stream>>>(params);
+  });
+  check_launch("kv_write_kernel");
+}
+
+void launch_fp8_convert(const float* in, uint8_t* out, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  fp8_convert_kernel<<<blocks_for(count), kv_write_threads(), 0, stream>>>(in, out, count);
+  check_launch("fp8_convert_kernel");
+}
+
+}  // namespace step5::cuda

@@ -1,0 +1,53 @@
+// One thread per 8 values of one token's K or V row of one head: a 16-byte
+// bf16 load, and a 16-byte (bf16) or 8-byte (fp8) store.
+#pragma once
+
+#include "cuda/common/numerics.cuh"
+#include "cuda/kv_write/params.h"
+
+namespace step5::cuda {
+
+template <class Storage>
+__global__ void kv_write_kernel(KvWriteParams p) {
+  const int vectors_per_row = 2 * p.head_size / 8;  // K then V
+  const int64_t total = p.num_tokens * p.num_heads * vectors_per_row;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int v = static_cast<int>(i % vectors_per_row);
+    const int64_t tg = i / vectors_per_row;
+    const int g = static_cast<int>(tg % p.num_heads);
+    const int64_t t = tg / p.num_heads;
+    const int64_t slot = __ldg(p.slot_mapping + t);
+    if (slot < 0) continue;  // padding token (engines mark them -1)
+    const bool is_value = v >= p.head_size / 8;
+    const int d = (is_value ? v - p.head_size / 8 : v) * 8;
+    const uint16_t* src = is_value ? p.value + t * p.value_stride_t + g * p.value_stride_g + d
+                                   : p.key + t * p.key_stride_t + g * p.key_stride_g + d;
+    const uint4 raw = *reinterpret_cast<const uint4*>(src);
+    char* row = static_cast<char*>(p.cache) + (slot / p.block_size) * p.block_stride +
+                g * p.head_stride + (slot % p.block_size) * p.token_stride;
+    const int element = (is_value ? p.head_size : 0) + d;
+    if constexpr (Storage::kFp8) {
+      const float scale = is_value ? p.v_scale : p.k_scale;
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);
+      uint32_t packed[2] = {0, 0};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float x = __fdiv_rn(bf16_bits_to_float(h[k]), scale);
+        packed[k / 4] |= static_cast<uint32_t>(float_to_fp8_bits(x)) << (8 * (k % 4));
+      }
+      *reinterpret_cast<uint2*>(row + element) = make_uint2(packed[0], packed[1]);
+    } else {
+      *reinterpret_cast<uint4*>(row + 2 * element) = raw;
+    }
+  }
+}
+
+__global__ void fp8_convert_kernel(const float* in, uint8_t* out, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = float_to_fp8_bits(in[i]);
+  }
+}
+
+}  // namespace step5::cuda

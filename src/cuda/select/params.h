@@ -1,0 +1,29 @@
+// Region selection (SPEC 4): top-K per (row, group), ties to the lower index.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/rows.h"
+
+namespace step5::cuda {
+
+struct SelectParams {
+  RowMeta rows;                   // request / position of each step row
+  int64_t row_begin = 0;          // first step row of this launch
+  int64_t num_rows = 0;           // rows of this launch (grid x)
+  const float* scores = nullptr;  // f32 [num_rows, G, >= C] by launch row; may be null when
+                                  // no row has C > K (never read then)
+  int64_t scores_stride_t = 0;    // elements
+  int64_t scores_stride_g = 0;
+  int32_t* selected = nullptr;    // i32 [num_rows, G, K] by launch row; not null
+  int64_t selected_stride_t = 0;  // elements
+  int64_t selected_stride_g = 0;
+  int32_t num_groups = 0;  // G (grid y)
+  int32_t topk = 0;        // K
+};
+
+void launch_select(const SelectParams& params, cudaStream_t stream);
+
+}  // namespace step5::cuda

@@ -1,0 +1,123 @@
+// One warp per (request, candidate closing region). Region j closes in this
+// step when its eighth row 8j+7 is among the request's new positions
+// [start, seq_len): j in [start/8, seq_len/8). Each lane owns 8 of the Di
+// values and runs the SPEC 3 formula in row order 0..7 with explicit
+// round-to-nearest operations (no FMA contraction), as the host does, so the
+// summaries match the cpu backend bit for bit.
+#pragma once
+
+#include "cuda/common/numerics.cuh"
+#include "cuda/summaries/params.h"
+
+namespace step5::cuda {
+
+struct RowSource {
+  const uint16_t* key;
+  float z;
+};
+
+__device__ __forceinline__ RowSource summary_row(const SummaryParams& p, int r, int32_t begin,
+                                                 int32_t start, int32_t position) {
+  if (position >= start) {
+    const int64_t t = begin + (position - start);
+    return {p.index_key + t * p.index_key_stride, __ldg(p.index_z + t * p.index_z_stride)};
+  }
+  const char* row = static_cast<const char*>(p.ring) +
+                    __ldg(p.ring_index + r) * p.ring_entry_stride +
+                    (position % p.ring_capacity) * p.ring_row_bytes;
+  return {reinterpret_cast<const uint16_t*>(row),
+          *reinterpret_cast<const float*>(row + 2 * p.index_dim)};
+}
+
+template <class Storage>
+__device__ void summarize_region(const SummaryParams& p, int r, int32_t begin, int32_t start,
+                                 int32_t region) {
+  RowSource rows[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) rows[i] = summary_row(p, r, begin, start, 8 * region + i);
+  float max_z = rows[0].z;
+#pragma unroll
+  for (int i = 1; i < 8; ++i) max_z = fmaxf(max_z, rows[i].z);
+  float a[8];
+  float den = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    // exp in double, rounded once to float: the correctly rounded expf,
+    // which the host's std::exp(float) also returns (device expf may be 2
+    // ulp off, and cancellation in num can magnify that past one ulp of S).
+    a[i] = static_cast<float>(exp(static_cast<double>(__fsub_rn(rows[i].z, max_z))));
+    den = __fadd_rn(den, a[i]);
+  }
+
+  const int32_t position = 8 * region;
+  const int64_t block = __ldg(p.block_table + r * p.block_table_stride + position / p.block_size);
+  char* out = static_cast<char*>(p.summaries) + block * p.summary_block_stride +
+              ((position % p.block_size) / 8) * p.summary_region_stride;
+  for (int d = threadIdx.x * 8; d < p.index_dim; d += blockDim.x * 8) {
+    float num[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(rows[i].key + d);
+      const uint16_t* k = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        num[e] = __fadd_rn(num[e], __fmul_rn(a[i], bf16_bits_to_float(k[e])));
+    }
+    if constexpr (Storage::kFp8) {
+      uint32_t packed[2] = {0, 0};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        packed[e / 4] |= static_cast<uint32_t>(float_to_fp8_bits(__fdiv_rn(num[e], den)))
+                         << (8 * (e % 4));
+      }
+      *reinterpret_cast<uint2*>(out + d) = make_uint2(packed[0], packed[1]);
+    } else {
+      uint32_t packed[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        packed[e] =
+            static_cast<uint32_t>(float_to_bf16_bits(__fdiv_rn(num[2 * e], den))) |
+            (static_cast<uint32_t>(float_to_bf16_bits(__fdiv_rn(num[2 * e + 1], den))) << 16);
+      }
+      *reinterpret_cast<uint4*>(out + 2 * d) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    }
+  }
+}
+
+// Grid (R, min(max_closing, 65535)); y strides over a long prefill's regions.
+template <class Storage>
+__global__ void summaries_kernel(SummaryParams p) {
+  const int r = blockIdx.x;
+  const int32_t begin = __ldg(p.query_start_loc + r);
+  const int32_t seq_len = __ldg(p.seq_lens + r);
+  const int32_t start = seq_len - (__ldg(p.query_start_loc + r + 1) - begin);
+  for (int32_t region = start / 8 + static_cast<int32_t>(blockIdx.y); region < seq_len / 8;
+       region += static_cast<int32_t>(gridDim.y)) {
+    summarize_region<Storage>(p, r, begin, start, region);
+  }
+}
+
+// One warp per (request, ring row): row i of the request's last
+// m = min(query_len, capacity) rows goes to slot position % capacity.
+__global__ void ring_write_kernel(SummaryParams p) {
+  const int r = blockIdx.x;
+  const int32_t begin = __ldg(p.query_start_loc + r);
+  const int32_t qlen = __ldg(p.query_start_loc + r + 1) - begin;
+  const int32_t m = min(qlen, p.ring_capacity);
+  const int i = blockIdx.y;
+  if (i >= m) return;
+  const int32_t position = __ldg(p.seq_lens + r) - m + i;
+  const int64_t t = begin + qlen - m + i;
+  char* row = static_cast<char*>(p.ring) + __ldg(p.ring_index + r) * p.ring_entry_stride +
+              (position % p.ring_capacity) * p.ring_row_bytes;
+  const uint16_t* key = p.index_key + t * p.index_key_stride;
+  for (int d = threadIdx.x * 8; d < p.index_dim; d += blockDim.x * 8) {
+    *reinterpret_cast<uint4*>(row + 2 * d) = *reinterpret_cast<const uint4*>(key + d);
+  }
+  if (threadIdx.x == 0) {
+    *reinterpret_cast<float*>(row + 2 * p.index_dim) = __ldg(p.index_z + t * p.index_z_stride);
+  }
+}
+
+}  // namespace step5::cuda

@@ -1,0 +1,289 @@
+// `step5attn check [--quick | --tiny]`: every operation and whole-layer forward of
+// the cuda backend against the cpu reference over a matrix of shapes, plus
+// the device fp8 conversion and CUDA-graph replay. One line per failure,
+// then exactly "N passed, N failed". --quick is a covering subset (< 1 min),
+// --tiny the few small cases run under compute-sanitizer.
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <random>
+
+#include "core/check.h"
+#include "step5/numerics.h"
+#include "step5attn/check.h"
+#include "step5attn/cli.h"
+#include "step5attn/commands.h"
+#if defined(STEP5_HAVE_CUDA)
+#include "cuda/cuda_backend.h"
+#include "cuda/kv_write/params.h"
+#include "sim/device_memory.h"
+#endif
+
+namespace step5::tool {
+
+#if defined(STEP5_HAVE_CUDA)
+namespace {
+
+using check::Tally;
+using detail::concat;
+
+struct Case {
+  std::string name;
+  LayerConfig config;
+  int tier = 2;  // 0: --tiny (sanitizers), 1: --quick, 2: full
+  // Scenario (prefill chunks, mixed, decode / verify) when contexts is
+  // empty; else histories of these lengths, then decode or verify steps.
+  sim::ScenarioOptions scenario;
+  std::vector<int32_t> contexts;
+  int steps = 3;
+  int64_t padding = 0;
+};
+
+LayerConfig csa(int G, int hpg, int D, int B, int K, DType kv, DType summary, int mtp) {
+  LayerConfig c;
+  c.kind = LayerKind::csa;
+  c.num_kv_heads = G;
+  c.num_heads = G * hpg;
+  c.head_size = D;
+  c.block_size = B;
+  c.topk = K;
+  c.kv_dtype = kv;
+  c.summary_dtype = summary;
+  c.spec_tokens = mtp;
+  if (kv == DType::fp8_e4m3) {
+    c.k_scale = 0.5f;
+    c.v_scale = 0.25f;
+  }
+  return c;
+}
+
+LayerConfig swa(int G, int hpg, int D, int B, int W, DType kv, int mtp) {
+  LayerConfig c = csa(G, hpg, D, B, 1, kv, DType::fp8_e4m3, mtp);
+  c.kind = LayerKind::swa;
+  c.window = W;
+  return c;
+}
+
+sim::ScenarioOptions scenario(int requests, int min_prompt, int max_prompt, bool gate) {
+  sim::ScenarioOptions o;
+  o.requests = requests;
+  o.min_prompt = min_prompt;
+  o.max_prompt = max_prompt;
+  o.gate = gate;
+  return o;
+}
+
+Case scenario_case(std::string name, LayerConfig c, sim::ScenarioOptions o, int tier) {
+  Case k;
+  k.name = std::move(name);
+  k.config = c;
+  k.scenario = o;
+  k.tier = tier;
+  return k;
+}
+
+Case decode_case(std::string name, LayerConfig c, std::vector<int32_t> contexts, bool gate,
+                 int tier) {
+  Case k;
+  k.name = std::move(name);
+  k.config = c;
+  k.contexts = std::move(contexts);
+  k.scenario.gate = gate;
+  k.padding = 3;
+  k.tier = tier;
+  return k;
+}
+
+std::vector<Case> cases() {
+  const DType bf = DType::bf16, f8 = DType::fp8_e4m3;
+  return {
+      scenario_case("csa G8 H64 D192 B64 K64 kv=bf16 sum=fp8", csa(8, 8, 192, 64, 64, bf, f8, 0),
+                    scenario(3, 200, 900, true), 1),
+      scenario_case("csa G8 H64 D192 B64 K64 kv=fp8 sum=bf16 mtp=3",
+                    csa(8, 8, 192, 64, 64, f8, bf, 3), scenario(3, 200, 700, false), 1),
+      scenario_case("csa G1 H1 D128 B16 K4", csa(1, 1, 128, 16, 4, bf, f8, 0),
+                    scenario(2, 20, 200, true), 0),
+      scenario_case("csa G2 H32 D64 B256 K4 kv=fp8 mtp=3", csa(2, 16, 64, 256, 4, f8, f8, 3),
+                    scenario(3, 30, 400, true), 0),
+      decode_case("csa G8 H64 D192 B64 K512 decode ctx 1..8300", csa(8, 8, 192, 64, 512, bf, f8, 0),
+                  {1, 8300, 4200}, true, 1),
+      decode_case("csa G8 H64 D192 B64 K512 kv=fp8 sum=bf16 verify mtp=3 ctx 9..8250",
+                  csa(8, 8, 192, 64, 512, f8, bf, 3), {8250, 9, 5000}, false, 2),
+      scenario_case("csa G8 H128 D192 B64 K64", csa(8, 16, 192, 64, 64, bf, f8, 0),
+                    scenario(2, 100, 600, true), 2),
+      scenario_case("csa G2 H16 D192 B8 K64 sum=bf16 mtp=3", csa(2, 8, 192, 8, 64, bf, bf, 3),
+                    scenario(3, 100, 900, true), 2),
+      decode_case("csa G2 H2 D192 B256 K4 decode ctx 2000", csa(2, 1, 192, 256, 4, bf, f8, 0),
+                  {2000, 17}, true, 2),
+      scenario_case("swa G8 H64 D192 B64 W512", swa(8, 8, 192, 64, 512, bf, 0),
+                    scenario(3, 200, 900, true), 1),
+      scenario_case("swa G8 H64 D192 B16 W128 kv=fp8 mtp=3", swa(8, 8, 192, 16, 128, f8, 3),
+                    scenario(3, 100, 600, false), 1),
+      decode_case("swa G8 H64 D192 B64 W512 decode ctx 1..8300", swa(8, 8, 192, 64, 512, bf, 0),
+                  {1, 8300}, true, 1),
+      scenario_case("swa G1 H1 D64 B8 W16", swa(1, 1, 64, 8, 16, bf, 0), scenario(2, 10, 100, true),
+                    0),
+      scenario_case("swa G2 H32 D128 B256 W1000 kv=fp8", swa(2, 16, 128, 256, 1000, f8, 0),
+                    scenario(2, 300, 1500, true), 2),
+  };
+}
+
+// Runs `step` on both sessions and compares; false after a failure.
+bool run_pair(sim::LayerSession& cpu, sim::LayerSession& gpu, const sim::StepInput& in,
+              const std::string& what, const LayerConfig& c, Tally& tally) {
+  const sim::StepOutput want = cpu.run(in);
+  const sim::StepOutput got = gpu.run(in);
+  const std::string why = check::compare_step(gpu, in, got, want, sim::default_tolerance(c));
+  if (why.empty()) return true;
+  tally.fail(what, why);
+  return false;
+}
+
+void run_scenario_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally) {
+  sim::Scenario sc(k.config, k.scenario);
+  sim::SessionOptions opt;
+  opt.max_requests = k.scenario.requests;
+  opt.max_context = sc.max_context() + 16;
+  opt.padding_rows = 2;
+  sim::LayerSession a(cpu, k.config, opt), b(cuda, k.config, opt);
+  for (int i = 0; !sc.done(); ++i) {
+    const sim::ScenarioStep step = sc.next();
+    if (!run_pair(a, b, step.input, concat(k.name, " step ", i, " (", step.label, ")"), k.config,
+                  tally)) {
+      return;
+    }
+  }
+  tally.pass();
+}
+
+void run_decode_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally) {
+  const LayerConfig& c = k.config;
+  const auto R = static_cast<int32_t>(k.contexts.size());
+  sim::SessionOptions opt;
+  opt.max_requests = R;
+  opt.max_context = *std::max_element(k.contexts.begin(), k.contexts.end()) +
+                    int64_t{k.steps} * (c.spec_tokens + 1) + 8;
+  opt.padding_rows = k.padding;
+  sim::LayerSession a(cpu, c, opt), b(cuda, c, opt);
+  std::mt19937_64 rng(11);
+  std::vector<int32_t> requests(static_cast<size_t>(R)), lens = k.contexts;
+  for (int32_t r = 0; r < R; ++r) {
+    requests[static_cast<size_t>(r)] = r;
+    const int32_t len = lens[static_cast<size_t>(r)];
+    const check::HistoryRows h = check::random_history(c, rng, len);
+    const bool is_csa = c.kind == LayerKind::csa;
+    for (sim::LayerSession* s : {&a, &b}) {
+      s->write_history(r, len, h.key.data(), h.value.data(), is_csa ? h.index_key.data() : nullptr,
+                       is_csa ? h.index_z.data() : nullptr);
+    }
+  }
+  // Decode (k = 0) or verify steps of k+1 rows; after each verify a random
+  // number of drafts is rejected and rewritten by the next step.
+  std::vector<int32_t> start = lens;
+  const std::vector<int32_t> qlen(static_cast<size_t>(R), c.spec_tokens + 1);
+  std::uniform_int_distribution<int> reject(0, c.spec_tokens);
+  for (int i = 0; i < k.steps; ++i) {
+    const sim::StepInput in =
+        sim::random_step(c, rng, requests, start, qlen, k.scenario.gate, true);
+    if (!run_pair(a, b, in, concat(k.name, " step ", i), c, tally)) return;
+    for (int32_t r = 0; r < R; ++r) {
+      start[static_cast<size_t>(r)] += c.spec_tokens + 1 - reject(rng);
+    }
+  }
+  tally.pass();
+}
+
+// The kv write's fp8 rounding against step5::float_to_fp8_e4m3: every bf16
+// value, every midpoint between neighbouring e4m3 values (the ties) and the
+// saturation edge.
+void run_fp8_case(Tally& tally) {
+  std::vector<float> values;
+  for (uint32_t b = 0; b < 0x10000u; ++b) values.push_back(bf16_to_float(static_cast<uint16_t>(b)));
+  for (uint32_t v = 0; v < 0x7e; ++v) {
+    const float lo = fp8_e4m3_to_float(static_cast<uint8_t>(v));
+    const float hi = fp8_e4m3_to_float(static_cast<uint8_t>(v + 1));
+    const float mid = 0.5f * (lo + hi);
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      values.push_back(x);
+      values.push_back(-x);
+    }
+  }
+  for (float x : {448.0f, 463.99f, 464.0f, 464.01f, 480.0f, 1e30f}) {
+    values.push_back(x);
+    values.push_back(-x);
+  }
+  sim::DeviceBuffer in = sim::DeviceBuffer::from(Device::cuda, values);
+  sim::DeviceBuffer out(Device::cuda, values.size());
+  cuda::launch_fp8_convert(static_cast<const float*>(in.data()), static_cast<uint8_t*>(out.data()),
+                           static_cast<int64_t>(values.size()), nullptr);
+  sim::synchronize(Device::cuda);
+  const std::vector<uint8_t> got = out.to_vector<uint8_t>(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint8_t want = float_to_fp8_e4m3(values[i]);
+    if (got[i] != want) {
+      tally.fail("fp8 e4m3 conversion", concat("x = ", values[i], ": device 0x", std::hex,
+                                               int{got[i]}, ", host 0x", int{want}, std::dec));
+      return;
+    }
+  }
+  tally.pass();
+}
+
+}  // namespace
+#endif
+
+int run_check(int argc, char** argv) {
+  bool quick = false, tiny = false;
+  std::vector<std::string> positional;
+  std::string error;
+  if (!parse_args(argc, argv, {{"quick", nullptr, &quick}, {"tiny", nullptr, &tiny}}, positional,
+                  error) ||
+      !positional.empty()) {
+    print_error("check", error.empty() ? "usage: step5attn check [--quick | --tiny]" : error);
+    return kExitUsage;
+  }
+#if defined(STEP5_HAVE_CUDA)
+  std::string why;
+  if (!cuda::cuda_backend_available(0, &why)) {
+    print_error("check", concat("the cuda backend cannot run here: ", why));
+    return kExitFailure;
+  }
+  const std::unique_ptr<Backend> cpu = make_backend(BackendKind::cpu);
+  const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda);
+  Tally tally;
+  // Progress on stderr (unbuffered), so a run cut short still shows where.
+  auto guarded = [&](const std::string& name, const std::function<void()>& body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int failed = tally.failed;
+    try {
+      body();
+    } catch (const std::exception& e) {
+      tally.fail(name, concat("threw: ", e.what()));
+    }
+    std::cout.flush();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    std::cerr << (tally.failed == failed ? "  ok   " : "  FAIL ") << name << " (" << dt.count()
+              << " s)\n";
+  };
+  guarded("fp8 e4m3 conversion", [&] { run_fp8_case(tally); });
+  for (const Case& k : cases()) {
+    if (k.tier > (tiny ? 0 : quick ? 1 : 2)) continue;
+    guarded(k.name, [&] {
+      if (k.contexts.empty()) {
+        run_scenario_case(*cpu, *gpu, k, tally);
+      } else {
+        run_decode_case(*cpu, *gpu, k, tally);
+      }
+    });
+  }
+  guarded("cuda graph", [&] { check::run_graph_cases(*cpu, *gpu, tally); });
+  std::cout << tally.passed << " passed, " << tally.failed << " failed\n";
+  return tally.failed == 0 ? kExitOk : kExitFailure;
+#else
+  print_error("check", "this build has no cuda backend (configure with STEP5_CUDA=ON)");
+  return kExitFailure;
+#endif
+}
+
+}  // namespace step5::tool

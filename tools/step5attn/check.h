@@ -1,0 +1,66 @@
+// Internals of `step5attn check`: GPU-vs-CPU comparisons shared by the
+// session cases (check.cpp) and the CUDA-graph cases (check_graph.cpp).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "step5/attention.h"
+#include "step5/sim.h"
+
+namespace step5::tool::check {
+
+// Counts cases and prints one line per failure.
+struct Tally {
+  int passed = 0;
+  int failed = 0;
+  void pass() { ++passed; }
+  void fail(const std::string& name, const std::string& why);
+};
+
+// Compares one step of the cuda session with the cpu session's same step:
+// output (rel L2 / max abs at `tol`), selections (identical, else each
+// differing (row, group) must be an acceptable near-tie on oracle scores,
+// and then the output is checked against the oracle with the cuda
+// selection), summaries within one storage ulp, padding rows zero. Returns
+// an empty string when they agree, else the first difference.
+std::string compare_step(const sim::LayerSession& cuda_session, const sim::StepInput& input,
+                         const sim::StepOutput& got, const sim::StepOutput& want,
+                         const sim::Tolerance& tol);
+
+// Random history rows of one request (bf16 bits; z f32), as a prefill would
+// write them: key/value [len, G, D], index_key [len, Di], index_z [len].
+struct HistoryRows {
+  std::vector<uint16_t> key, value, index_key;
+  std::vector<float> index_z;
+};
+HistoryRows random_history(const LayerConfig& config, std::mt19937_64& rng, int32_t length);
+
+// The single operations on the state a checked forward left behind: the
+// step's rows and device inputs, and what that forward produced.
+struct OpsState {
+  Backend* cuda = nullptr;
+  const sim::LayerSession* ref = nullptr;  // cpu session holding the same histories
+  const StepDesc* desc = nullptr;
+  const StepPlan* plan = nullptr;
+  const LayerCache* cache = nullptr;                  // the cuda cache views
+  std::vector<int32_t> row_request;                   // per step row: session request id
+  std::vector<int32_t> row_position;                  // per step row
+  TensorView query, gate, index_query, index_weight;  // device, by step row
+  std::vector<uint16_t> index_query_host;             // [n, G, I, Di] bf16 bits (CSA)
+  std::vector<float> index_weight_host;               // [n, G, I] (CSA)
+  const sim::StepOutput* forward = nullptr;           // null: compare scores / selections with
+                                                      // the oracle only
+};
+
+// indexer_scores against the oracle (and -inf past C), then select_regions,
+// sparse_attention / window_attention against the forward's own results.
+// Empty when they agree, else the first difference.
+std::string check_single_ops(const OpsState& state);
+
+// Graph-captured decode of a CSA and an SWA layer, replayed on new inputs.
+void run_graph_cases(Backend& cpu, Backend& cuda, Tally& tally);
+
+}  // namespace step5::tool::check

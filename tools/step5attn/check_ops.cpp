@@ -1,0 +1,119 @@
+// Single operations of the cuda backend (indexer_scores, select_regions,
+// sparse_attention, window_attention) as an engine would call them one by
+// one: scores against the oracle, the rest against the forward they are
+// stages of (same kernels, so the same bits).
+#if defined(STEP5_HAVE_CUDA)
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "sim/device_memory.h"
+#include "step5/numerics.h"
+#include "step5/oracle.h"
+#include "step5attn/check.h"
+
+namespace step5::tool::check {
+
+namespace {
+
+using detail::concat;
+constexpr Device kGpu = Device::cuda;
+
+std::vector<double> oracle_scores(const OpsState& s, size_t t, int g) {
+  const LayerConfig& c = s.ref->config();
+  const auto gi = static_cast<size_t>(c.num_kv_heads) * static_cast<size_t>(c.index_heads);
+  const auto di = static_cast<size_t>(c.index_dim);
+  std::vector<float> iq(gi * di),
+      q(static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_size), 0.0f);
+  for (size_t e = 0; e < gi * di; ++e) iq[e] = bf16_to_float(s.index_query_host[t * gi * di + e]);
+  oracle::QueryRow row;
+  row.position = s.row_position[t];
+  row.query = q.data();
+  row.index_query = iq.data();
+  row.index_weight = s.index_weight_host.data() + t * gi;
+  return oracle::csa_row(c, s.ref->history(s.row_request[t]), row).scores[static_cast<size_t>(g)];
+}
+
+std::string check_csa_ops(const OpsState& s) {
+  const LayerConfig& c = s.ref->config();
+  const int64_t n = s.plan->num_tokens, G = c.num_kv_heads, K = c.topk;
+  int32_t closed = 0;
+  for (int32_t p : s.row_position) closed = std::max(closed, p / 8);
+  const int64_t S = closed + 5;  // a tail past every row's C, to see the -inf fill
+  sim::DeviceBuffer scores(kGpu, static_cast<size_t>(n * G * S) * 4);
+  const TensorView scores_view = TensorView::contiguous(scores.data(), DType::f32, {n, G, S}, kGpu);
+  s.cuda->indexer_scores(c, *s.desc, *s.plan, {0, n}, s.index_query, s.index_weight,
+                         s.cache->summaries, scores_view, nullptr);
+  sim::DeviceBuffer selected(kGpu, static_cast<size_t>(n * G * K) * 4);
+  const TensorView selected_view =
+      TensorView::contiguous(selected.data(), DType::i32, {n, G, K}, kGpu);
+  s.cuda->select_regions(c, *s.desc, *s.plan, {0, n}, scores_view, selected_view, nullptr);
+  sim::synchronize(kGpu);
+  const std::vector<float> got = scores.to_vector<float>(static_cast<size_t>(n * G * S));
+  const std::vector<int32_t> sel = selected.to_vector<int32_t>(static_cast<size_t>(n * G * K));
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    const int32_t C = s.row_position[t] / 8;
+    for (int g = 0; g < G; ++g) {
+      const std::vector<double> want = oracle_scores(s, t, g);
+      const float* row = got.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
+                                          static_cast<size_t>(S);
+      double scale = 1e-6;
+      for (double w : want) scale = std::max(scale, std::fabs(w));
+      for (int32_t j = 0; j < S; ++j) {
+        const bool ok = j < C ? std::fabs(row[j] - want[static_cast<size_t>(j)]) <= 1e-4 * scale
+                              : std::isinf(row[j]) && row[j] < 0;
+        if (!ok) {
+          return concat("indexer_scores row ", t, " group ", g, " region ", j, ": got ", row[j],
+                        j < C ? concat(", oracle ", want[static_cast<size_t>(j)]) : ", want -inf");
+        }
+      }
+      const int32_t* entries = sel.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
+                                                static_cast<size_t>(K);
+      std::vector<int32_t> chosen;
+      for (int64_t i = 0; i < K; ++i) {
+        if (entries[i] >= 0) chosen.push_back(entries[i]);
+        const bool ascending = i == 0 || entries[i] < 0 || entries[i] > entries[i - 1];
+        if (!ascending || (entries[i] < 0 && i + 1 < K && entries[i + 1] >= 0)) {
+          return concat("select_regions row ", t, " group ", g, ": not ascending, -1 padded");
+        }
+      }
+      if (!oracle::selection_acceptable(want, chosen, static_cast<int>(K), 1e-4)) {
+        return concat("select_regions row ", t, " group ", g, ": not a top-", K, " of ", C);
+      }
+    }
+  }
+  if (s.forward == nullptr) return "";
+  if (sel != s.forward->selected) return "select_regions differs from the forward's selection";
+  const int64_t rows = s.plan->num_output_rows, H = c.num_heads, D = c.head_size;
+  sim::DeviceBuffer out(kGpu, static_cast<size_t>(rows * H * D) * 2);
+  s.cuda->sparse_attention(c, *s.desc, *s.plan, {0, n}, s.query, selected_view, s.gate, s.cache->kv,
+                           TensorView::contiguous(out.data(), DType::bf16, {rows, H, D}, kGpu),
+                           nullptr);
+  sim::synchronize(kGpu);
+  std::vector<uint16_t> attn = out.to_vector<uint16_t>(static_cast<size_t>(rows * H * D));
+  attn.resize(static_cast<size_t>(n * H * D));
+  return attn == s.forward->output ? "" : "sparse_attention differs from the forward's output";
+}
+
+std::string check_swa_ops(const OpsState& s) {
+  const LayerConfig& c = s.ref->config();
+  const int64_t n = s.plan->num_tokens, rows = s.plan->num_output_rows;
+  const int64_t H = c.num_heads, D = c.head_size;
+  sim::DeviceBuffer out(kGpu, static_cast<size_t>(rows * H * D) * 2);
+  s.cuda->window_attention(c, *s.desc, *s.plan, s.query, s.gate, s.cache->kv,
+                           TensorView::contiguous(out.data(), DType::bf16, {rows, H, D}, kGpu),
+                           nullptr);
+  sim::synchronize(kGpu);
+  std::vector<uint16_t> attn = out.to_vector<uint16_t>(static_cast<size_t>(rows * H * D));
+  attn.resize(static_cast<size_t>(n * H * D));
+  return attn == s.forward->output ? "" : "window_attention differs from the forward's output";
+}
+
+}  // namespace
+
+std::string check_single_ops(const OpsState& state) {
+  return state.ref->config().kind == LayerKind::csa ? check_csa_ops(state) : check_swa_ops(state);
+}
+
+}  // namespace step5::tool::check
+#endif

@@ -1,0 +1,22 @@
+// The per-step table printed by demo and replay.
+#pragma once
+
+#include <cstddef>
+#include <iosfwd>
+#include <string>
+
+#include "step5/sim.h"
+
+namespace step5::tool {
+
+// "decode" (every request 1 token), "verify" (every request spec_tokens + 1),
+// "prefill" (every request longer), "mixed" otherwise, "empty" without rows.
+std::string step_label(const sim::StepInput& input, int spec_tokens);
+
+void print_step_header(std::ostream& out, bool checked);
+// `check` may be null (no oracle comparison).
+void print_step_row(std::ostream& out, const std::string& layer, size_t step,
+                    const std::string& label, const sim::StepInput& input,
+                    const sim::StepOutput& output, const sim::CheckResult* check);
+
+}  // namespace step5::tool
