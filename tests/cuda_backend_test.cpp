@@ -52,6 +52,25 @@ void run_scenario(const LayerConfig& config) {
   }
 }
 
+// Where the cuda backend is built but no Hopper GPU is usable (CI), asking
+// for it must fail with a clear error, never crash or hand back a backend.
+TEST(CudaBackend, NoUsableGpuGivesClearError) {
+#if !defined(STEP5_HAVE_CUDA)
+  GTEST_SKIP() << "built without the cuda backend (BadInput covers that case)";
+#else
+  std::string why;
+  if (gpu_present(why)) GTEST_SKIP() << "a usable GPU is present: nothing to refuse";
+  try {
+    (void)make_backend(BackendKind::cuda);
+    FAIL() << "make_backend(cuda) succeeded without a usable GPU";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.code() == ErrorCode::unsupported || e.code() == ErrorCode::device_error)
+        << error_code_name(e.code());
+    EXPECT_NE(std::string(e.what()).find("expected a Hopper GPU"), std::string::npos) << e.what();
+  }
+#endif
+}
+
 TEST(CudaBackend, RefusesOrReportsDevice) {
   STEP5_REQUIRE_GPU();
   const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda);

@@ -62,80 +62,67 @@ class Backend {
   virtual Device device() const = 0;
 
   // Host-side plan for one step, valid for every layer in `layers`.
-  virtual StepPlan plan(const StepDesc& step,
-                        const std::vector<LayerConfig>& layers,
+  virtual StepPlan plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
                         const PlanOptions& options = {}) const = 0;
   // Once per step before the first forward: copies the plan's row metadata
   // into the workspace (one async copy on the cuda backend).
-  virtual void prepare_step(const StepPlan& plan, Workspace workspace,
-                            Stream stream) = 0;
+  virtual void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) = 0;
 
   // --- single operations (each is also a stage of forward) ---------------
 
   // Stores this step's key and value rows at slot_mapping (bf16, or fp8 e4m3
   // of x / scale).
-  virtual void write_kv(const LayerConfig& config, const StepDesc& step,
-                        const StepPlan& plan, TensorView key, TensorView value,
-                        const KVCacheView& kv, Stream stream) = 0;
+  virtual void write_kv(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                        TensorView key, TensorView value, const KVCacheView& kv, Stream stream) = 0;
 
   // Writes this step's index rows into the requests' rings and summarizes
   // every region whose eighth row this step writes (prefill chunks, decode,
   // verify, and rewrites of rejected drafts alike).
-  virtual void update_summaries(const LayerConfig& config,
-                                const StepDesc& step, const StepPlan& plan,
-                                TensorView index_key, TensorView index_z,
+  virtual void update_summaries(const LayerConfig& config, const StepDesc& step,
+                                const StepPlan& plan, TensorView index_key, TensorView index_z,
                                 const LayerCache& cache, Stream stream) = 0;
 
   // scores f32 [rows.size(), G, S], S >= the rows' closed regions: entry
   // (t, g, j) is score(t, g, j) for j < C(t) and -inf for C(t) <= j < S.
-  virtual void indexer_scores(const LayerConfig& config, const StepDesc& step,
-                              const StepPlan& plan, RowRange rows,
-                              TensorView index_query, TensorView index_weight,
-                              const SummaryCacheView& summaries,
-                              TensorView scores, Stream stream) = 0;
+  virtual void indexer_scores(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                              RowRange rows, TensorView index_query, TensorView index_weight,
+                              const SummaryCacheView& summaries, TensorView scores,
+                              Stream stream) = 0;
 
   // selected i32 [rows.size(), G, K]: all closed regions when C <= K, else
   // the K best (ties to the lower index); ascending, -1 padded. `scores` is
   // only read for rows with C > K and may be absent when no row has.
-  virtual void select_regions(const LayerConfig& config, const StepDesc& step,
-                              const StepPlan& plan, RowRange rows,
-                              TensorView scores, TensorView selected,
+  virtual void select_regions(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                              RowRange rows, TensorView scores, TensorView selected,
                               Stream stream) = 0;
 
   // Attention of rows [rows) over their selected regions plus their own
   // region, with the optional gate. `selected` is [rows.size(), G, K] (-1
   // entries skipped); query, gate and output are indexed by step row.
-  virtual void sparse_attention(const LayerConfig& config,
-                                const StepDesc& step, const StepPlan& plan,
-                                RowRange rows, TensorView query,
-                                TensorView selected, TensorView gate,
-                                const KVCacheView& kv, TensorView output,
-                                Stream stream) = 0;
+  virtual void sparse_attention(const LayerConfig& config, const StepDesc& step,
+                                const StepPlan& plan, RowRange rows, TensorView query,
+                                TensorView selected, TensorView gate, const KVCacheView& kv,
+                                TensorView output, Stream stream) = 0;
 
   // Sliding-window attention of every row, with the optional gate.
-  virtual void window_attention(const LayerConfig& config,
-                                const StepDesc& step, const StepPlan& plan,
-                                TensorView query, TensorView gate,
-                                const KVCacheView& kv, TensorView output,
-                                Stream stream) = 0;
+  virtual void window_attention(const LayerConfig& config, const StepDesc& step,
+                                const StepPlan& plan, TensorView query, TensorView gate,
+                                const KVCacheView& kv, TensorView output, Stream stream) = 0;
 
   // --- whole layers ------------------------------------------------------
 
   // KV write, summary update, scores, selection, attention and gate; zeroes
   // output rows past n. Uses only `workspace`; no allocation, no host sync.
-  virtual void forward_csa(const LayerConfig& config, const StepDesc& step,
-                           const StepPlan& plan, const CsaInputs& inputs,
-                           const LayerCache& cache, const LayerOutputs& out,
-                           Workspace workspace, Stream stream) = 0;
-  virtual void forward_swa(const LayerConfig& config, const StepDesc& step,
-                           const StepPlan& plan, const SwaInputs& inputs,
-                           const KVCacheView& kv, const LayerOutputs& out,
+  virtual void forward_csa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                           const CsaInputs& inputs, const LayerCache& cache,
+                           const LayerOutputs& out, Workspace workspace, Stream stream) = 0;
+  virtual void forward_swa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                           const SwaInputs& inputs, const KVCacheView& kv, const LayerOutputs& out,
                            Workspace workspace, Stream stream) = 0;
 };
 
 // Throws step5::Error(unsupported / device_error) when the backend cannot
 // run here (cuda: not built, no GPU, or not Hopper).
-std::unique_ptr<Backend> make_backend(BackendKind kind,
-                                      const BackendOptions& options = {});
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options = {});
 
 }  // namespace step5

@@ -75,9 +75,8 @@ size_t ring_entry_bytes(const LayerConfig& config);
 // cache_bytes_per_block() bytes holds KV as [G, B, 2D] followed by the
 // summaries as [B/8, Di]. `block_stride` may exceed the packed size so an
 // engine can interleave layers; it must be a multiple of 16.
-LayerCache packed_layer_cache(const LayerConfig& config, void* blocks,
-                              int64_t num_blocks, int64_t block_stride,
-                              void* ring, int64_t num_ring_entries,
+LayerCache packed_layer_cache(const LayerConfig& config, void* blocks, int64_t num_blocks,
+                              int64_t block_stride, void* ring, int64_t num_ring_entries,
                               Device device);
 
 }  // namespace step5

@@ -20,8 +20,7 @@ const char* error_code_name(ErrorCode code);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const { return code_; }
 
  private:

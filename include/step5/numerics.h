@@ -29,9 +29,13 @@ inline uint16_t float_to_bf16(float x) {
   return static_cast<uint16_t>((u + rounding) >> 16);
 }
 
-inline float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_float(uint16_t b) {
+  return bits_float(static_cast<uint32_t>(b) << 16);
+}
 
-inline float round_to_bf16(float x) { return bf16_to_float(float_to_bf16(x)); }
+inline float round_to_bf16(float x) {
+  return bf16_to_float(float_to_bf16(x));
+}
 
 // Largest finite e4m3 value; conversions saturate to it.
 constexpr float kFp8E4m3Max = 448.0f;
@@ -75,6 +79,8 @@ inline float fp8_e4m3_to_float(uint8_t v) {
   return (v & 0x80) ? -a : a;
 }
 
-inline float round_to_fp8_e4m3(float x) { return fp8_e4m3_to_float(float_to_fp8_e4m3(x)); }
+inline float round_to_fp8_e4m3(float x) {
+  return fp8_e4m3_to_float(float_to_fp8_e4m3(x));
+}
 
 }  // namespace step5

@@ -44,9 +44,9 @@ struct QueryRow {
 };
 
 struct RowResult {
-  std::vector<double> output;                 // [H, D], before output rounding
-  std::vector<std::vector<int32_t>> selected; // [G][<=K] ascending
-  std::vector<std::vector<double>> scores;    // [G][C]: every closed region
+  std::vector<double> output;                  // [H, D], before output rounding
+  std::vector<std::vector<int32_t>> selected;  // [G][<=K] ascending
+  std::vector<std::vector<double>> scores;     // [G][C]: every closed region
 };
 
 // The stored (dequantized) summary of closed region `region`: the fp32
@@ -68,8 +68,7 @@ RowResult swa_row(const LayerConfig& config, const History& history, const Query
 
 // Dense causal attention over positions 0..p, no selection: the property
 // "CSA with C <= K equals dense causal attention" is checked against it.
-RowResult dense_causal_row(const LayerConfig& config, const History& history,
-                           const QueryRow& row);
+RowResult dense_causal_row(const LayerConfig& config, const History& history, const QueryRow& row);
 
 // A backend's selection for one (row, group) is acceptable when it has
 // min(C, K) distinct closed regions and every selected score is >= every

@@ -31,22 +31,20 @@ struct StepInput {
   std::vector<float> index_z;            // [n] (CSA)
   std::vector<uint16_t> gate;            // [n, H] or empty (no gate)
 
-  int64_t num_tokens() const {
-    return query_start_loc.empty() ? 0 : query_start_loc.back();
-  }
+  int64_t num_tokens() const { return query_start_loc.empty() ? 0 : query_start_loc.back(); }
 };
 
 // What a step produced (SPEC 10 output names).
 struct StepOutput {
-  std::vector<uint16_t> output;  // [n, H, D] bf16 bits
-  std::vector<int32_t> selected; // [n, G, K] (CSA), ascending, -1 padded
-  std::vector<int32_t> closed;   // [Rs] closed regions after the step (CSA)
-  int32_t max_closed = 0;        // dim 1 of `summary`
-  std::vector<float> summary;    // [Rs, max_closed, Di] dequantized (CSA)
-  double seconds = 0;            // wall time of plan + forward
+  std::vector<uint16_t> output;   // [n, H, D] bf16 bits
+  std::vector<int32_t> selected;  // [n, G, K] (CSA), ascending, -1 padded
+  std::vector<int32_t> closed;    // [Rs] closed regions after the step (CSA)
+  int32_t max_closed = 0;         // dim 1 of `summary`
+  std::vector<float> summary;     // [Rs, max_closed, Di] dequantized (CSA)
+  double seconds = 0;             // wall time of plan + forward
   StepKind kind = StepKind::empty;
-  int64_t padding_rows = 0;      // output rows past n the step asked for
-  bool padding_zero = true;      // every padding row came out as +0
+  int64_t padding_rows = 0;  // output rows past n the step asked for
+  bool padding_zero = true;  // every padding row came out as +0
 };
 
 struct SessionOptions {
@@ -68,8 +66,8 @@ class LayerSession {
   // the backend's write_kv and update_summaries (no attention), as a
   // prefill would. Rows are bf16 bits: key/value [length, G, D], index_key
   // [length, Di], index_z [length] (CSA only).
-  void write_history(int32_t request, int64_t length, const uint16_t* key,
-                     const uint16_t* value, const uint16_t* index_key, const float* index_z);
+  void write_history(int32_t request, int64_t length, const uint16_t* key, const uint16_t* value,
+                     const uint16_t* index_key, const float* index_z);
   // Plans and runs one step; the histories are updated with its tokens.
   StepOutput run(const StepInput& input);
   const oracle::History& history(int32_t request) const;
@@ -101,8 +99,7 @@ struct CheckResult {
 // the attention with the backend's selection; checks summaries and closed
 // counts exactly when `exact_summaries`, else within one storage ulp.
 CheckResult check_step(const LayerSession& session, const StepInput& input,
-                       const StepOutput& output, const Tolerance& tolerance,
-                       bool exact_summaries);
+                       const StepOutput& output, const Tolerance& tolerance, bool exact_summaries);
 
 // ---- workloads ----------------------------------------------------------
 
@@ -120,8 +117,8 @@ struct ScenarioOptions {
   int requests = 3;
   int min_prompt = 200;
   int max_prompt = 900;
-  int chunk = 160;          // prefill chunk budget per step (tokens)
-  int decode_steps = 6;     // steps after every prompt is prefilled
+  int chunk = 160;       // prefill chunk budget per step (tokens)
+  int decode_steps = 6;  // steps after every prompt is prefilled
   bool gate = true;
   uint64_t seed = 7;
 };

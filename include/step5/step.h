@@ -39,9 +39,7 @@ struct StepDesc {
   const int64_t* host_slot_mapping = nullptr;     // [n]
   const int32_t* host_ring_index = nullptr;       // [R]
 
-  int64_t output_rows() const {
-    return num_output_rows > 0 ? num_output_rows : num_tokens;
-  }
+  int64_t output_rows() const { return num_output_rows > 0 ? num_output_rows : num_tokens; }
 };
 
 enum class StepKind : uint8_t {
@@ -84,10 +82,10 @@ struct StepPlan {
   int64_t num_tokens = 0;
   int64_t num_output_rows = 0;
   int32_t num_requests = 0;
-  int32_t query_len = 0;      // uniform steps: query tokens per request
-  int32_t max_seq_len = 0;    // longest request after the step
-  int32_t max_closed = 0;     // most closed regions of any row
-  int32_t max_blocks = 0;     // block_table.shape[1]
+  int32_t query_len = 0;    // uniform steps: query tokens per request
+  int32_t max_seq_len = 0;  // longest request after the step
+  int32_t max_closed = 0;   // most closed regions of any row
+  int32_t max_blocks = 0;   // block_table.shape[1]
 
   // Per request (host).
   std::vector<int32_t> query_start;  // [R+1]
@@ -97,8 +95,8 @@ struct StepPlan {
   std::vector<int32_t> row_position;  // [n]
 
   // CSA scoring works in chunks of rows so the scores buffer stays bounded.
-  int64_t chunk_rows = 0;      // rows per chunk (the last may be shorter)
-  int32_t score_stride = 0;    // scores row stride, >= max_closed
+  int64_t chunk_rows = 0;    // rows per chunk (the last may be shorter)
+  int32_t score_stride = 0;  // scores row stride, >= max_closed
   std::vector<RowRange> chunks;
 
   // The layers this plan was built for (shapes checked at each forward).

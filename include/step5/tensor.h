@@ -29,8 +29,7 @@ struct TensorView {
   std::array<int64_t, kMaxRank> stride{};
 
   // A dense row-major view.
-  static TensorView contiguous(void* data, DType dtype,
-                               std::initializer_list<int64_t> shape,
+  static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
                                Device device = Device::host);
 
   bool present() const { return data != nullptr; }

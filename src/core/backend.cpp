@@ -9,7 +9,9 @@
 
 namespace step5 {
 
-const char* backend_kind_name(BackendKind kind) { return kind == BackendKind::cpu ? "cpu" : "cuda"; }
+const char* backend_kind_name(BackendKind kind) {
+  return kind == BackendKind::cpu ? "cpu" : "cuda";
+}
 
 BackendKind parse_backend_kind(const char* name) {
   if (name != nullptr && std::strcmp(name, "cpu") == 0) return BackendKind::cpu;

@@ -18,7 +18,9 @@ const char* error_code_name(ErrorCode code) {
   return "?";
 }
 
-const char* layer_kind_name(LayerKind kind) { return kind == LayerKind::csa ? "csa" : "swa"; }
+const char* layer_kind_name(LayerKind kind) {
+  return kind == LayerKind::csa ? "csa" : "swa";
+}
 
 float LayerConfig::softmax_scale() const {
   return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_size));
@@ -29,7 +31,9 @@ namespace {
 using detail::require;
 constexpr ErrorCode kBad = ErrorCode::invalid_argument;
 
-bool finite_positive(float x) { return std::isfinite(x) && x > 0.0f; }
+bool finite_positive(float x) {
+  return std::isfinite(x) && x > 0.0f;
+}
 
 }  // namespace
 
@@ -42,7 +46,8 @@ void validate_config(const LayerConfig& c) {
           "config.num_heads: expected a multiple of num_kv_heads (", c.num_kv_heads, "), got ",
           c.num_heads);
   require(c.head_size >= 8 && c.head_size <= 256 && c.head_size % 8 == 0, kBad,
-          "config.head_size: expected a multiple of 8 in 8..256 (192 for Step5), got ", c.head_size);
+          "config.head_size: expected a multiple of 8 in 8..256 (192 for Step5), got ",
+          c.head_size);
   require(c.block_size >= kRegionSize && c.block_size % kRegionSize == 0 && c.block_size <= 1024,
           kBad, "config.block_size: expected a multiple of 8 in 8..1024, got ", c.block_size);
   require(c.kv_dtype == DType::bf16 || c.kv_dtype == DType::fp8_e4m3, kBad,
@@ -69,14 +74,15 @@ void validate_config(const LayerConfig& c) {
 }
 
 std::string describe(const LayerConfig& c) {
-  std::string s = detail::concat(layer_kind_name(c.kind), " H=", c.num_heads, " G=", c.num_kv_heads,
-                                 " D=", c.head_size, " B=", c.block_size, " kv=",
-                                 dtype_name(c.kv_dtype));
-  if (c.kv_dtype == DType::fp8_e4m3) s += detail::concat(" k_scale=", c.k_scale, " v_scale=", c.v_scale);
+  std::string s =
+      detail::concat(layer_kind_name(c.kind), " H=", c.num_heads, " G=", c.num_kv_heads,
+                     " D=", c.head_size, " B=", c.block_size, " kv=", dtype_name(c.kv_dtype));
+  if (c.kv_dtype == DType::fp8_e4m3)
+    s += detail::concat(" k_scale=", c.k_scale, " v_scale=", c.v_scale);
   if (c.spec_tokens) s += detail::concat(" mtp=", c.spec_tokens);
   if (c.kind == LayerKind::csa) {
-    s += detail::concat(" I=", c.index_heads, " Di=", c.index_dim, " K=", c.topk, " summary=",
-                        dtype_name(c.summary_dtype));
+    s += detail::concat(" I=", c.index_heads, " Di=", c.index_dim, " K=", c.topk,
+                        " summary=", dtype_name(c.summary_dtype));
   } else {
     s += detail::concat(" W=", c.window);
   }
@@ -127,14 +133,12 @@ LayerCache packed_layer_cache(const LayerConfig& c, void* blocks, int64_t num_bl
   cache.kv.token_stride = 2 * c.head_size * kv_elem;
   cache.kv.head_stride = cache.kv.token_stride * c.block_size;
   if (c.kind == LayerKind::csa) {
-    cache.summaries.data =
-        blocks ? static_cast<char*>(blocks) + kv_bytes_per_block(c) : nullptr;
+    cache.summaries.data = blocks ? static_cast<char*>(blocks) + kv_bytes_per_block(c) : nullptr;
     cache.summaries.dtype = c.summary_dtype;
     cache.summaries.device = device;
     cache.summaries.num_blocks = num_blocks;
     cache.summaries.block_stride = block_stride;
-    cache.summaries.region_stride =
-        c.index_dim * static_cast<int64_t>(dtype_size(c.summary_dtype));
+    cache.summaries.region_stride = c.index_dim * static_cast<int64_t>(dtype_size(c.summary_dtype));
     cache.ring.data = ring;
     cache.ring.device = device;
     cache.ring.num_entries = num_ring_entries;

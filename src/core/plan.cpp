@@ -49,8 +49,8 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   const int64_t n = step.num_tokens;
   require(R >= 0, ErrorCode::invalid_argument, "step.num_requests: expected >= 0, got ", R);
   require(n >= 0, ErrorCode::invalid_argument, "step.num_tokens: expected >= 0, got ", n);
-  require(n < (int64_t{1} << 31), ErrorCode::unsupported,
-          "step.num_tokens: expected < 2^31, got ", n);
+  require(n < (int64_t{1} << 31), ErrorCode::unsupported, "step.num_tokens: expected < 2^31, got ",
+          n);
   require(step.num_output_rows == 0 || step.num_output_rows >= n, ErrorCode::invalid_argument,
           "step.num_output_rows: expected 0 or >= num_tokens (", n, "), got ",
           step.num_output_rows);
@@ -104,7 +104,8 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   bool uniform = R > 0;
   const int32_t first_len = R > 0 ? plan.query_start[1] - plan.query_start[0] : 0;
   for (int32_t r = 0; r < R; ++r) {
-    const int32_t q = plan.query_start[static_cast<size_t>(r) + 1] - plan.query_start[static_cast<size_t>(r)];
+    const int32_t q =
+        plan.query_start[static_cast<size_t>(r) + 1] - plan.query_start[static_cast<size_t>(r)];
     const int32_t len = plan.seq_len[static_cast<size_t>(r)];
     require(q >= 0, ErrorCode::invalid_argument, "step.query_start_loc: expected non-decreasing, ",
             "got [", r, "]=", plan.query_start[static_cast<size_t>(r)], " > [", r + 1,
@@ -146,15 +147,17 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
     }
   }
   int64_t planned_closed = plan.max_closed;
-  if (options.max_context > 0) planned_closed = std::max<int64_t>(planned_closed, options.max_context / 8);
+  if (options.max_context > 0)
+    planned_closed = std::max<int64_t>(planned_closed, options.max_context / 8);
   plan.score_stride = any_csa && planned_closed > 0
                           ? static_cast<int32_t>(align_up(static_cast<size_t>(planned_closed), 4))
                           : 0;
   plan.chunk_rows = std::max<int64_t>(n, 1);
   if (plan.score_stride > 0) {
-    const size_t row_bytes = static_cast<size_t>(max_groups) * static_cast<size_t>(plan.score_stride) * 4u;
-    plan.chunk_rows = std::clamp<int64_t>(static_cast<int64_t>(options.max_score_bytes / row_bytes), 1,
-                                          std::max<int64_t>(n, 1));
+    const size_t row_bytes =
+        static_cast<size_t>(max_groups) * static_cast<size_t>(plan.score_stride) * 4u;
+    plan.chunk_rows = std::clamp<int64_t>(static_cast<int64_t>(options.max_score_bytes / row_bytes),
+                                          1, std::max<int64_t>(n, 1));
   }
   for (int64_t begin = 0; begin < n; begin += plan.chunk_rows) {
     plan.chunks.push_back({begin, std::min(n, begin + plan.chunk_rows)});
@@ -166,15 +169,17 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   offset = align_up(offset + 2u * static_cast<size_t>(n) * 4u, kWorkspaceAlign);
   ws.scores_offset = offset;
   if (any_csa) {
-    offset = align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
-                                   static_cast<size_t>(plan.score_stride) * 4u,
-                      kWorkspaceAlign);
+    offset =
+        align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
+                              static_cast<size_t>(plan.score_stride) * 4u,
+                 kWorkspaceAlign);
   }
   ws.selected_offset = offset;
   if (any_csa) {
-    offset = align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
-                                   static_cast<size_t>(max_topk) * 4u,
-                      kWorkspaceAlign);
+    offset =
+        align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
+                              static_cast<size_t>(max_topk) * 4u,
+                 kWorkspaceAlign);
   }
   ws.scratch_offset = offset;
   ws.scratch_bytes = scratch_bytes ? scratch_bytes(plan) : 0;

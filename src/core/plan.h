@@ -16,9 +16,13 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
                     const std::function<size_t(const StepPlan&)>& scratch_bytes);
 
 // Closed regions of a row at position p (SPEC 3).
-inline int32_t closed_regions(int32_t position) { return position / 8; }
+inline int32_t closed_regions(int32_t position) {
+  return position / 8;
+}
 
 constexpr size_t kWorkspaceAlign = 256;
-inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+inline size_t align_up(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
 
 }  // namespace step5::detail

@@ -26,7 +26,9 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
-const char* device_name(Device device) { return device == Device::host ? "host" : "cuda"; }
+const char* device_name(Device device) {
+  return device == Device::host ? "host" : "cuda";
+}
 
 TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
                                   Device device) {
@@ -70,8 +72,8 @@ void check_tensor(const TensorView& view, const TensorSpec& spec) {
   }
   require(view.dtype == spec.dtype, ErrorCode::invalid_argument, spec.what, ": dtype expected ",
           dtype_name(spec.dtype), ", got ", dtype_name(view.dtype));
-  require(view.device == spec.device, ErrorCode::invalid_argument, spec.what,
-          ": device expected ", device_name(spec.device), ", got ", device_name(view.device));
+  require(view.device == spec.device, ErrorCode::invalid_argument, spec.what, ": device expected ",
+          device_name(spec.device), ", got ", device_name(view.device));
   const auto rank = static_cast<int>(spec.dims.size());
   require(view.rank == rank, ErrorCode::invalid_argument, spec.what, ": rank expected ", rank,
           ", got ", view.rank, " (shape ", shape_string(view), ")");
@@ -87,7 +89,8 @@ void check_tensor(const TensorView& view, const TensorSpec& spec) {
     }
     ++d;
   }
-  require(view.stride[static_cast<size_t>(rank - 1)] == 1 || view.shape[static_cast<size_t>(rank - 1)] <= 1,
+  require(view.stride[static_cast<size_t>(rank - 1)] == 1 ||
+              view.shape[static_cast<size_t>(rank - 1)] <= 1,
           ErrorCode::invalid_argument, spec.what, ": innermost stride expected 1, got ",
           view.stride[static_cast<size_t>(rank - 1)]);
   for (int k = 0; k < rank - 1; ++k) {

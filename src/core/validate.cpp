@@ -29,7 +29,9 @@ void check_device(const char* what, Device got, Device want) {
 const int32_t* host_query_start_loc(const StepDesc& s) {
   return host_view(s.host_query_start_loc, s.query_start_loc);
 }
-const int32_t* host_seq_lens(const StepDesc& s) { return host_view(s.host_seq_lens, s.seq_lens); }
+const int32_t* host_seq_lens(const StepDesc& s) {
+  return host_view(s.host_seq_lens, s.seq_lens);
+}
 const int32_t* host_block_table(const StepDesc& s) {
   return host_view(s.host_block_table, s.block_table);
 }
@@ -78,11 +80,10 @@ void validate_kv_cache(const LayerConfig& c, const KVCacheView& kv, Device devic
           "kv cache: head_stride expected a non-negative multiple of 16 bytes, got ",
           kv.head_stride);
   require(kv.block_stride > 0 && kv.block_stride % 16 == 0, kBad,
-          "kv cache: block_stride expected a positive multiple of 16 bytes, got ",
-          kv.block_stride);
+          "kv cache: block_stride expected a positive multiple of 16 bytes, got ", kv.block_stride);
   require(c.num_kv_heads == 1 || kv.head_stride >= row, kBad,
-          "kv cache: head_stride expected >= one K||V row (", row, " bytes) with ",
-          c.num_kv_heads, " KV heads, got ", kv.head_stride);
+          "kv cache: head_stride expected >= one K||V row (", row, " bytes) with ", c.num_kv_heads,
+          " KV heads, got ", kv.head_stride);
 }
 
 void validate_summary_cache(const LayerConfig& c, const SummaryCacheView& s, Device device) {
@@ -166,13 +167,14 @@ void validate_index_rows(const LayerConfig& c, const StepPlan& plan, const Tenso
   check_tensor(index_z, {"index_z", DType::f32, device, {n}});
 }
 
-void validate_index_query(const LayerConfig& c, const StepPlan& plan,
-                          const TensorView& index_query, const TensorView& index_weight,
-                          Device device) {
+void validate_index_query(const LayerConfig& c, const StepPlan& plan, const TensorView& index_query,
+                          const TensorView& index_weight, Device device) {
   const int64_t n = plan.num_tokens;
-  check_tensor(index_query, {"index_query", DType::bf16, device,
-                             {n, c.num_kv_heads, c.index_heads, c.index_dim}});
-  check_tensor(index_weight, {"index_weight", DType::f32, device, {n, c.num_kv_heads, c.index_heads}});
+  check_tensor(
+      index_query,
+      {"index_query", DType::bf16, device, {n, c.num_kv_heads, c.index_heads, c.index_dim}});
+  check_tensor(index_weight,
+               {"index_weight", DType::f32, device, {n, c.num_kv_heads, c.index_heads}});
 }
 
 void validate_query(const LayerConfig& c, const StepPlan& plan, const TensorView& query,
@@ -195,7 +197,11 @@ void validate_scores(const LayerConfig& c, const StepPlan& plan, RowRange rows,
     closed = std::max(closed, closed_regions(plan.row_position[static_cast<size_t>(t)]));
   }
   if (optional && closed <= c.topk && !scores.present()) return;
-  check_tensor(scores, {"scores", DType::f32, device, {rows.size(), c.num_kv_heads, -1}, false,
+  check_tensor(scores, {"scores",
+                        DType::f32,
+                        device,
+                        {rows.size(), c.num_kv_heads, -1},
+                        false,
                         /*min_rows=*/false});
   require(scores.shape[2] >= closed, kBad, "scores: dim 2 expected >= the rows' closed regions (",
           closed, "), got ", scores.shape[2]);
@@ -203,19 +209,28 @@ void validate_scores(const LayerConfig& c, const StepPlan& plan, RowRange rows,
 
 void validate_selected(const LayerConfig& c, RowRange rows, const TensorView& selected,
                        Device device) {
-  check_tensor(selected, {"selected", DType::i32, device, {rows.size(), c.num_kv_heads, c.topk},
-                          false, /*min_rows=*/false});
+  check_tensor(selected, {"selected",
+                          DType::i32,
+                          device,
+                          {rows.size(), c.num_kv_heads, c.topk},
+                          false,
+                          /*min_rows=*/false});
 }
 
 void validate_output(const LayerConfig& c, const StepPlan& plan, const TensorView& output,
                      Device device) {
-  check_tensor(output, {"output", DType::bf16, device,
-                        {plan.num_output_rows, c.num_heads, c.head_size}, false, false});
+  check_tensor(output, {"output",
+                        DType::bf16,
+                        device,
+                        {plan.num_output_rows, c.num_heads, c.head_size},
+                        false,
+                        false});
 }
 
 void validate_workspace(const StepPlan& plan, const Workspace& workspace) {
-  require(workspace.bytes >= plan.workspace_bytes(), kBad, "workspace: bytes expected >= ",
-          plan.workspace_bytes(), " (plan.workspace_bytes()), got ", workspace.bytes);
+  require(workspace.bytes >= plan.workspace_bytes(), kBad,
+          "workspace: bytes expected >= ", plan.workspace_bytes(),
+          " (plan.workspace_bytes()), got ", workspace.bytes);
   require(plan.workspace_bytes() == 0 || workspace.data != nullptr, kBad,
           "workspace: data expected non-null, got null");
   require(reinterpret_cast<uintptr_t>(workspace.data) % kWorkspaceAlign == 0, kBad,
