@@ -60,6 +60,10 @@ bool parse_int(const std::string& text, int64_t min, int64_t max, int64_t& out) 
   return true;
 }
 
+bool valid_device(const std::string& device) {
+  return device == "cpu" || device == "cuda" || device == "auto";
+}
+
 std::unique_ptr<Backend> open_backend(const std::string& device, std::ostream& log) {
   if (device != "auto") {
     auto backend = make_backend(parse_backend_kind(device.c_str()));

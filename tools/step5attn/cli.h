@@ -33,6 +33,8 @@ bool parse_int(const std::string& text, int64_t min, int64_t max, int64_t& out);
 // "cpu", "cuda" or "auto" (cuda when it can run here, else cpu). Writes which
 // backend runs, and for auto why cuda was not taken, to `log`. Throws
 // step5::Error when an explicitly requested backend cannot run.
+// Whether `device` is a value --device accepts: cpu, cuda or auto.
+bool valid_device(const std::string& device);
 std::unique_ptr<Backend> open_backend(const std::string& device, std::ostream& log);
 
 // "step5attn <command>: error: <message>" on stderr.

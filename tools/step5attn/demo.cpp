@@ -129,7 +129,7 @@ int run_demo(int argc, char** argv) {
     std::cout << kUsage;
     return kExitOk;
   }
-  if (device != "cpu" && device != "cuda" && device != "auto") {
+  if (!valid_device(device)) {
     print_error("demo", "--device: expected cpu, cuda or auto, got '" + device + "'");
     return kExitUsage;
   }

@@ -37,7 +37,7 @@ int run_replay(int argc, char** argv) {
     std::cout << kUsage;
     return kExitOk;
   }
-  if (device != "cpu" && device != "cuda" && device != "auto") {
+  if (!valid_device(device)) {
     print_error("replay", "--device: expected cpu, cuda or auto, got '" + device + "'");
     return kExitUsage;
   }
