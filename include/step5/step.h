@@ -64,13 +64,42 @@ struct PlanOptions {
   size_t max_score_bytes = size_t{256} << 20;
   // CUDA graphs: plan for contexts up to this many tokens instead of this
   // step's longest, so one workspace size serves every replay. 0 = this step.
+  // At most 2^31 - 1 (positions are i32).
   int64_t max_context = 0;
+};
+
+// How one layer runs this step, decided once by the backend's planner from
+// the step's shapes and the device (SM count, shared memory); forwards only
+// execute it. Engines need not read it; it is public so a plan can be logged
+// and so CUDA-graph users can see that replays keep one launch shape.
+enum class IndexerPath : uint8_t {
+  none,         // no row of the step has more than K closed regions
+  tensor_core,  // sm_90a wgmma over (request, row block) work in tiles of regions
+  generic,      // fp32 FFMA, for shapes the tensor-core path does not take
+};
+const char* indexer_path_name(IndexerPath path);
+
+struct LayerSchedule {
+  int32_t attention_splits = 1;  // split-KV partitions per (row, KV head)
+  IndexerPath indexer = IndexerPath::none;
+  int32_t indexer_rows_per_unit = 0;  // query rows whose G*I index queries form one N tile
+  int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)
+  int32_t indexer_ctas = 0;           // persistent grid of the indexer
+  size_t scratch_bytes = 0;           // backend scratch this layer needs
+};
+
+// Rows of a scoring chunk and the score columns they need.
+struct ScoreChunk {
+  RowRange rows;
+  int32_t columns = 0;  // most closed regions of any row; uniform steps: the
+                        // planned capacity (graph replays may grow)
 };
 
 // Where each piece of scratch lives inside the caller's workspace (bytes).
 struct WorkspaceLayout {
   size_t row_meta_offset = 0;  // i32 [2, n]: request, position of each row
   size_t scores_offset = 0;    // f32 [chunk_rows, G, score_stride]
+  size_t row_max_offset = 0;   // u32 [chunk_rows, G]: order key of each row's best score
   size_t selected_offset = 0;  // i32 [chunk_rows, G, K]
   size_t scratch_offset = 0;   // backend-private scratch
   size_t scratch_bytes = 0;
@@ -85,7 +114,21 @@ struct StepPlan {
   int32_t query_len = 0;    // uniform steps: query tokens per request
   int32_t max_seq_len = 0;  // longest request after the step
   int32_t max_closed = 0;   // most closed regions of any row
+  int32_t max_closing = 0;  // most regions one request closes in this step
   int32_t max_blocks = 0;   // block_table.shape[1]
+  int32_t sm_count = 0;     // multiprocessors the schedule was built for (0: cpu)
+
+  // The largest block id, slot and ring entry the step uses, read once from
+  // the host copies, and where each was read. Forwards compare them with
+  // the caches' sizes in O(1). value -1: the host saw no copy.
+  struct IdMax {
+    int64_t value = -1;
+    int64_t index = -1;  // request (block table, ring) or token (slots)
+    int64_t entry = -1;  // block table column
+  };
+  IdMax max_block_id;
+  IdMax max_slot;
+  IdMax max_ring_index;
 
   // Per request (host).
   std::vector<int32_t> query_start;  // [R+1]
@@ -96,16 +139,20 @@ struct StepPlan {
 
   // CSA scoring works in chunks of rows so the scores buffer stays bounded.
   int64_t chunk_rows = 0;    // rows per chunk (the last may be shorter)
-  int32_t score_stride = 0;  // scores row stride, >= max_closed
-  std::vector<RowRange> chunks;
+  int32_t score_stride = 0;  // scores row stride, >= every chunk's columns
+  std::vector<ScoreChunk> chunks;
 
-  // The layers this plan was built for (shapes checked at each forward).
+  // The layers this plan was built for, and how each runs.
   std::vector<LayerConfig> layers;
+  std::vector<LayerSchedule> schedules;  // [layers.size()]
   WorkspaceLayout workspace;
 
   size_t workspace_bytes() const { return workspace.total_bytes; }
+  // The schedule of `config`; throws when `config` does not match any layer
+  // the plan was built for.
+  const LayerSchedule& schedule(const LayerConfig& config) const;
   // Throws when `config` does not match any layer the plan was built for.
-  void check_layer(const LayerConfig& config) const;
+  void check_layer(const LayerConfig& config) const { (void)schedule(config); }
 };
 
 // Caller-owned scratch on the backend's device, at least

@@ -1,6 +1,7 @@
 #include "core/plan.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/check.h"
 #include "core/validate.h"
@@ -16,107 +17,94 @@ const char* step_kind_name(StepKind kind) {
   return "?";
 }
 
+const char* indexer_path_name(IndexerPath path) {
+  switch (path) {
+    case IndexerPath::none: return "none";
+    case IndexerPath::tensor_core: return "tensor_core";
+    case IndexerPath::generic: return "generic";
+  }
+  return "?";
+}
+
 namespace {
+
+using detail::require;
+constexpr ErrorCode kBad = ErrorCode::invalid_argument;
 
 bool same_shape(const LayerConfig& a, const LayerConfig& b) {
   return a.kind == b.kind && a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
          a.head_size == b.head_size && a.block_size == b.block_size &&
-         a.spec_tokens == b.spec_tokens &&
-         (a.kind == LayerKind::swa ||
-          (a.index_heads == b.index_heads && a.index_dim == b.index_dim && a.topk == b.topk));
+         a.spec_tokens == b.spec_tokens && a.kv_dtype == b.kv_dtype &&
+         (a.kind == LayerKind::csa
+              ? a.index_heads == b.index_heads && a.index_dim == b.index_dim &&
+                    a.topk == b.topk && a.summary_dtype == b.summary_dtype
+              : a.window == b.window);
 }
 
-}  // namespace
-
-void StepPlan::check_layer(const LayerConfig& config) const {
-  for (const auto& layer : layers) {
-    if (same_shape(layer, config)) return;
-  }
-  detail::fail_invalid("plan: layer (", describe(config),
-                       ") expected one of the shapes the plan was built for (", layers.size(),
-                       " layer configs), got none matching; plan the step with this layer");
+std::string describe_view(const TensorView& v) {
+  return v.present() ? detail::concat(dtype_name(v.dtype), " ", detail::shape_string(v))
+                     : std::string("none");
 }
 
-namespace detail {
+// A 1-D metadata view with at least `min_len` contiguous entries. Checked
+// before any host copy is read: the planner reads exactly that many.
+void check_meta_vector(const TensorView& v, const char* what, DType dtype, int64_t min_len) {
+  require(v.present() && v.rank == 1 && v.dtype == dtype, kBad, what, ": expected a ",
+          dtype_name(dtype), " vector of at least ", min_len, " entries, got ", describe_view(v));
+  require(v.shape[0] >= min_len, kBad, what, ": dim 0 expected >= ", min_len, ", got ",
+          v.shape[0]);
+  require(v.stride[0] == 1, kBad, what, ": stride expected 1 (contiguous), got ", v.stride[0]);
+}
 
-StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
-                    const PlanOptions& options,
-                    const std::function<size_t(const StepPlan&)>& scratch_bytes) {
-  require(!layers.empty(), ErrorCode::invalid_argument,
-          "plan: layers expected at least one layer config, got none");
-  for (const auto& layer : layers) validate_config(layer);
-  const int32_t R = step.num_requests;
-  const int64_t n = step.num_tokens;
-  require(R >= 0, ErrorCode::invalid_argument, "step.num_requests: expected >= 0, got ", R);
-  require(n >= 0, ErrorCode::invalid_argument, "step.num_tokens: expected >= 0, got ", n);
-  require(n < (int64_t{1} << 31), ErrorCode::unsupported, "step.num_tokens: expected < 2^31, got ",
-          n);
-  require(step.num_output_rows == 0 || step.num_output_rows >= n, ErrorCode::invalid_argument,
-          "step.num_output_rows: expected 0 or >= num_tokens (", n, "), got ",
-          step.num_output_rows);
-  const int32_t* qsl = host_query_start_loc(step);
-  const int32_t* lens = host_seq_lens(step);
-  require(qsl != nullptr, ErrorCode::invalid_argument,
+void check_block_table_view(const TensorView& v, int32_t R) {
+  require(v.present() && v.rank == 2 && v.dtype == DType::i32, kBad,
+          "step.block_table: expected an i32 tensor [R, max_blocks], got ", describe_view(v));
+  require(v.shape[0] >= R, kBad, "step.block_table: dim 0 expected >= num_requests (", R,
+          "), got ", v.shape[0]);
+  require(v.shape[1] >= 0 && v.shape[1] < (int64_t{1} << 31), kBad,
+          "step.block_table: dim 1 expected in [0, 2^31), got ", v.shape[1]);
+  require(v.stride[1] == 1, kBad, "step.block_table: stride[1] expected 1, got ", v.stride[1]);
+  require(v.shape[0] <= 1 || (v.stride[0] >= v.shape[1] && v.stride[0] < (int64_t{1} << 40)),
+          kBad, "step.block_table: stride[0] expected in [max_blocks (", v.shape[1],
+          "), 2^40), got ", v.stride[0]);
+}
+
+// Per-request lengths and per-row request / position.
+void read_rows(const StepDesc& step, int spec_tokens, int block_size, StepPlan& plan) {
+  const int32_t R = plan.num_requests;
+  const int64_t n = plan.num_tokens;
+  const int32_t* qsl = detail::host_query_start_loc(step);
+  const int32_t* lens = detail::host_seq_lens(step);
+  require(qsl != nullptr, kBad,
           "step.query_start_loc: the planner needs a host copy (host_query_start_loc, or a host "
           "view), got a device view only");
-  require(R == 0 || lens != nullptr, ErrorCode::invalid_argument,
+  require(R == 0 || lens != nullptr, kBad,
           "step.seq_lens: the planner needs a host copy (host_seq_lens, or a host view), got a "
           "device view only");
-
-  // One step has one slot mapping and one block table, so every layer it
-  // serves shares the block size.
-  int spec_tokens = 0;
-  const int block_size = layers.front().block_size;
-  for (const auto& layer : layers) {
-    spec_tokens = std::max(spec_tokens, layer.spec_tokens);
-    require(layer.block_size == block_size, ErrorCode::invalid_argument,
-            "plan: layers expected one block_size (", block_size, "), got ", layer.block_size);
-  }
-
-  if (R > 0) {
-    require(step.block_table.present() && step.block_table.rank == 2 &&
-                step.block_table.dtype == DType::i32,
-            ErrorCode::invalid_argument,
-            "step.block_table: expected an i32 tensor [R, max_blocks], got ",
-            step.block_table.present()
-                ? concat(dtype_name(step.block_table.dtype), " ", shape_string(step.block_table))
-                : std::string("none"));
-    require(step.block_table.shape[0] >= R, ErrorCode::invalid_argument,
-            "step.block_table: dim 0 expected >= num_requests (", R, "), got ",
-            step.block_table.shape[0]);
-  }
-
-  StepPlan plan;
-  plan.num_tokens = n;
-  plan.num_output_rows = step.output_rows();
-  plan.num_requests = R;
-  plan.layers = layers;
-  plan.max_blocks =
-      step.block_table.rank == 2 ? static_cast<int32_t>(step.block_table.shape[1]) : 0;
   plan.query_start.assign(qsl, qsl + R + 1);
   if (R > 0) plan.seq_len.assign(lens, lens + R);
 
-  require(plan.query_start[0] == 0, ErrorCode::invalid_argument,
-          "step.query_start_loc[0]: expected 0, got ", plan.query_start[0]);
-  require(plan.query_start[static_cast<size_t>(R)] == n, ErrorCode::invalid_argument,
-          "step.query_start_loc[R=", R, "]: expected num_tokens (", n, "), got ",
-          plan.query_start[static_cast<size_t>(R)]);
+  require(plan.query_start[0] == 0, kBad, "step.query_start_loc[0]: expected 0, got ",
+          plan.query_start[0]);
+  require(plan.query_start[static_cast<size_t>(R)] == n, kBad, "step.query_start_loc[R=", R,
+          "]: expected num_tokens (", n, "), got ", plan.query_start[static_cast<size_t>(R)]);
   bool uniform = R > 0;
   const int32_t first_len = R > 0 ? plan.query_start[1] - plan.query_start[0] : 0;
+  const int64_t capacity = int64_t{plan.max_blocks} * block_size;
   for (int32_t r = 0; r < R; ++r) {
-    const int32_t q =
-        plan.query_start[static_cast<size_t>(r) + 1] - plan.query_start[static_cast<size_t>(r)];
-    const int32_t len = plan.seq_len[static_cast<size_t>(r)];
-    require(q >= 0, ErrorCode::invalid_argument, "step.query_start_loc: expected non-decreasing, ",
-            "got [", r, "]=", plan.query_start[static_cast<size_t>(r)], " > [", r + 1,
-            "]=", plan.query_start[static_cast<size_t>(r) + 1]);
-    require(len >= q, ErrorCode::invalid_argument, "step.seq_lens[", r,
-            "]: expected >= the request's query length (", q, "), got ", len);
-    const int64_t capacity = int64_t{plan.max_blocks} * block_size;
+    const auto i = static_cast<size_t>(r);
+    const int64_t q = int64_t{plan.query_start[i + 1]} - plan.query_start[i];
+    const int32_t len = plan.seq_len[i];
+    require(q >= 0, kBad, "step.query_start_loc: expected non-decreasing, got [", r,
+            "]=", plan.query_start[i], " > [", r + 1, "]=", plan.query_start[i + 1]);
+    require(len >= q, kBad, "step.seq_lens[", r, "]: expected >= the request's query length (",
+            q, "), got ", len);
     require(len <= capacity, ErrorCode::out_of_range, "step.seq_lens[", r,
             "]: the sequence is longer than its block table: expected <= max_blocks (",
             plan.max_blocks, ") * block_size (", block_size, ") = ", capacity, ", got ", len);
     plan.max_seq_len = std::max(plan.max_seq_len, len);
+    const int32_t start = len - static_cast<int32_t>(q);
+    plan.max_closing = std::max(plan.max_closing, len / kRegionSize - start / kRegionSize);
     uniform = uniform && q == first_len;
   }
   uniform = uniform && first_len >= 1 && first_len <= spec_tokens + 1;
@@ -132,25 +120,90 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
     for (int32_t t = begin; t < end; ++t) {
       plan.row_request[static_cast<size_t>(t)] = r;
       plan.row_position[static_cast<size_t>(t)] = first_position + (t - begin);
-      plan.max_closed = std::max(plan.max_closed, closed_regions(first_position + (t - begin)));
+    }
+    if (end > begin) {
+      plan.max_closed = std::max(plan.max_closed, detail::closed_regions(first_position + end -
+                                                                         begin - 1));
     }
   }
+}
 
-  // Scores and selection chunks (CSA layers only).
-  int max_groups = 0, max_topk = 0;
+// Block ids, slots and ring entries, read once from the host copies: each
+// must be non-negative, slots must agree with the block table, ring entries
+// must be distinct. Their maxima let every forward check the caches' sizes
+// in O(1).
+void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan& plan) {
+  const int32_t R = plan.num_requests;
+  const int64_t n = plan.num_tokens;
+  const int32_t* table = detail::host_block_table(step);
+  if (table != nullptr && R > 0) {
+    const int64_t stride = step.block_table.stride[0];
+    for (int32_t r = 0; r < R; ++r) {
+      const int32_t len = plan.seq_len[static_cast<size_t>(r)];
+      const int64_t used = (int64_t{len} + block_size - 1) / block_size;
+      for (int64_t b = 0; b < used; ++b) {
+        const int32_t id = table[r * stride + b];
+        require(id >= 0, ErrorCode::out_of_range, "step.block_table[", r, "][", b,
+                "]: block id expected >= 0, got ", id);
+        if (id > plan.max_block_id.value) plan.max_block_id = {id, r, b};
+      }
+    }
+  }
+  const int64_t* slots = detail::host_slot_mapping(step);
+  if (slots != nullptr && n > 0) {
+    for (int64_t t = 0; t < n; ++t) {
+      require(slots[t] >= 0, ErrorCode::out_of_range, "step.slot_mapping[", t,
+              "]: slot expected >= 0, got ", slots[t]);
+      if (slots[t] > plan.max_slot.value) plan.max_slot = {slots[t], t, -1};
+    }
+    if (table != nullptr) {
+      const int64_t stride = step.block_table.stride[0];
+      for (int64_t t = 0; t < n; ++t) {
+        const int32_t r = plan.row_request[static_cast<size_t>(t)];
+        const int32_t p = plan.row_position[static_cast<size_t>(t)];
+        const int64_t want = int64_t{table[r * stride + p / block_size]} * block_size +
+                             p % block_size;
+        require(slots[t] == want, kBad, "step.slot_mapping[", t, "]: expected block_table[", r,
+                "][", p / block_size, "] * ", block_size, " + ", p % block_size, " = ", want,
+                " for position ", p, " of request ", r, ", got ", slots[t]);
+      }
+    }
+  }
+  const int32_t* rings = detail::host_ring_index(step);
+  if (any_csa && rings != nullptr && R > 0) {
+    std::vector<int32_t> sorted(rings, rings + R);
+    for (int32_t r = 0; r < R; ++r) {
+      require(rings[r] >= 0, ErrorCode::out_of_range, "step.ring_index[", r,
+              "]: expected >= 0, got ", rings[r]);
+      if (rings[r] > plan.max_ring_index.value) plan.max_ring_index = {rings[r], r, -1};
+    }
+    // A ring entry is one request's state: two requests of one step sharing
+    // an entry would read each other's open-region rows.
+    std::sort(sorted.begin(), sorted.end());
+    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    require(dup == sorted.end(), kBad,
+            "step.ring_index: expected distinct entries per request, got entry ",
+            dup == sorted.end() ? 0 : *dup, " twice");
+  }
+}
+
+// Row chunks of the scores buffer and the columns each needs.
+void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& options,
+                 StepPlan& plan) {
+  int max_groups = 0;
   bool any_csa = false;
   for (const auto& layer : layers) {
     max_groups = std::max(max_groups, layer.num_kv_heads);
-    if (layer.kind == LayerKind::csa) {
-      any_csa = true;
-      max_topk = std::max(max_topk, layer.topk);
-    }
+    any_csa = any_csa || layer.kind == LayerKind::csa;
   }
+  const int64_t n = plan.num_tokens;
   int64_t planned_closed = plan.max_closed;
-  if (options.max_context > 0)
-    planned_closed = std::max<int64_t>(planned_closed, options.max_context / 8);
+  if (options.max_context > 0) {
+    planned_closed = std::max<int64_t>(planned_closed, options.max_context / kRegionSize);
+  }
   plan.score_stride = any_csa && planned_closed > 0
-                          ? static_cast<int32_t>(align_up(static_cast<size_t>(planned_closed), 4))
+                          ? static_cast<int32_t>(detail::align_up(
+                                static_cast<size_t>(planned_closed), 4))
                           : 0;
   plan.chunk_rows = std::max<int64_t>(n, 1);
   if (plan.score_stride > 0) {
@@ -160,49 +213,124 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
                                           1, std::max<int64_t>(n, 1));
   }
   for (int64_t begin = 0; begin < n; begin += plan.chunk_rows) {
-    plan.chunks.push_back({begin, std::min(n, begin + plan.chunk_rows)});
+    ScoreChunk chunk;
+    chunk.rows = {begin, std::min(n, begin + plan.chunk_rows)};
+    if (plan.kind == StepKind::uniform) {
+      // Graph replays may bring longer contexts than this step's.
+      chunk.columns = plan.score_stride;
+    } else {
+      for (int64_t t = chunk.rows.begin; t < chunk.rows.end; ++t) {
+        chunk.columns = std::max(
+            chunk.columns, detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
+      }
+    }
+    plan.chunks.push_back(chunk);
   }
+}
 
+void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
+  int max_groups = 0, max_topk = 0;
+  bool any_csa = false;
+  for (const auto& layer : layers) {
+    max_groups = std::max(max_groups, layer.num_kv_heads);
+    if (layer.kind == LayerKind::csa) {
+      any_csa = true;
+      max_topk = std::max(max_topk, layer.topk);
+    }
+  }
+  const auto rows = static_cast<size_t>(plan.chunk_rows);
+  const auto groups = static_cast<size_t>(max_groups);
   WorkspaceLayout& ws = plan.workspace;
   size_t offset = 0;
   ws.row_meta_offset = offset;
-  offset = align_up(offset + 2u * static_cast<size_t>(n) * 4u, kWorkspaceAlign);
+  offset = detail::align_up(offset + 2u * static_cast<size_t>(plan.num_tokens) * 4u,
+                            detail::kWorkspaceAlign);
   ws.scores_offset = offset;
   if (any_csa) {
-    offset =
-        align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
-                              static_cast<size_t>(plan.score_stride) * 4u,
-                 kWorkspaceAlign);
+    offset = detail::align_up(offset + rows * groups * static_cast<size_t>(plan.score_stride) * 4u,
+                              detail::kWorkspaceAlign);
   }
+  ws.row_max_offset = offset;
+  if (any_csa) offset = detail::align_up(offset + rows * groups * 4u, detail::kWorkspaceAlign);
   ws.selected_offset = offset;
   if (any_csa) {
-    offset =
-        align_up(offset + static_cast<size_t>(plan.chunk_rows) * static_cast<size_t>(max_groups) *
-                              static_cast<size_t>(max_topk) * 4u,
-                 kWorkspaceAlign);
+    offset = detail::align_up(offset + rows * groups * static_cast<size_t>(max_topk) * 4u,
+                              detail::kWorkspaceAlign);
   }
   ws.scratch_offset = offset;
-  ws.scratch_bytes = scratch_bytes ? scratch_bytes(plan) : 0;
-  ws.total_bytes = align_up(offset + ws.scratch_bytes, kWorkspaceAlign);
-
-  // Block table and slot mapping, where the host can see them.
-  const int32_t* table = host_block_table(step);
-  const int64_t* slots = host_slot_mapping(step);
-  if (table != nullptr && slots != nullptr && n > 0) {
-    const int64_t table_stride = step.block_table.stride[0];
-    {
-      const int32_t B = block_size;
-      for (int64_t t = 0; t < n; ++t) {
-        const int32_t r = plan.row_request[static_cast<size_t>(t)];
-        const int32_t p = plan.row_position[static_cast<size_t>(t)];
-        const int64_t block = table[r * table_stride + p / B];
-        const int64_t want = block * B + p % B;
-        require(slots[t] == want, ErrorCode::invalid_argument, "step.slot_mapping[", t,
-                "]: expected block_table[", r, "][", p / B, "] * ", B, " + ", p % B, " = ", want,
-                " for position ", p, " of request ", r, ", got ", slots[t]);
-      }
-    }
+  ws.scratch_bytes = 0;
+  for (const LayerSchedule& s : plan.schedules) {
+    ws.scratch_bytes = std::max(ws.scratch_bytes, s.scratch_bytes);
   }
+  ws.total_bytes = detail::align_up(offset + ws.scratch_bytes, detail::kWorkspaceAlign);
+}
+
+}  // namespace
+
+const LayerSchedule& StepPlan::schedule(const LayerConfig& config) const {
+  for (size_t i = 0; i < layers.size() && i < schedules.size(); ++i) {
+    if (same_shape(layers[i], config)) return schedules[i];
+  }
+  detail::fail_invalid("plan: layer (", describe(config),
+                       ") expected one of the shapes the plan was built for (", layers.size(),
+                       " layer configs), got none matching; plan the step with this layer");
+}
+
+namespace detail {
+
+StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
+                    const PlanOptions& options, int sm_count, const Scheduler& scheduler) {
+  require(!layers.empty(), kBad, "plan: layers expected at least one layer config, got none");
+  for (const auto& layer : layers) validate_config(layer);
+  const int32_t R = step.num_requests;
+  const int64_t n = step.num_tokens;
+  require(R >= 0, kBad, "step.num_requests: expected >= 0, got ", R);
+  require(n >= 0, kBad, "step.num_tokens: expected >= 0, got ", n);
+  require(n < (int64_t{1} << 31), ErrorCode::unsupported, "step.num_tokens: expected < 2^31, got ",
+          n);
+  require(step.num_output_rows == 0 || step.num_output_rows >= n, kBad,
+          "step.num_output_rows: expected 0 or >= num_tokens (", n, "), got ",
+          step.num_output_rows);
+  require(options.max_context >= 0 && options.max_context <= std::numeric_limits<int32_t>::max(),
+          kBad, "plan options.max_context: expected 0..2^31-1 tokens, got ", options.max_context);
+  require(options.max_score_bytes > 0, kBad,
+          "plan options.max_score_bytes: expected > 0, got 0");
+
+  // One step has one slot mapping and one block table, so every layer it
+  // serves shares the block size.
+  int spec_tokens = 0;
+  bool any_csa = false;
+  const int block_size = layers.front().block_size;
+  for (const auto& layer : layers) {
+    spec_tokens = std::max(spec_tokens, layer.spec_tokens);
+    any_csa = any_csa || layer.kind == LayerKind::csa;
+    require(layer.block_size == block_size, kBad, "plan: layers expected one block_size (",
+            block_size, "), got ", layer.block_size);
+  }
+
+  // The views bound every host read below, so they are checked first.
+  check_meta_vector(step.query_start_loc, "step.query_start_loc", DType::i32, int64_t{R} + 1);
+  if (R > 0) {
+    check_meta_vector(step.seq_lens, "step.seq_lens", DType::i32, R);
+    check_block_table_view(step.block_table, R);
+  }
+  if (n > 0) check_meta_vector(step.slot_mapping, "step.slot_mapping", DType::i64, n);
+  if (any_csa && R > 0 && step.ring_index.present()) {
+    check_meta_vector(step.ring_index, "step.ring_index", DType::i32, R);
+  }
+
+  StepPlan plan;
+  plan.num_tokens = n;
+  plan.num_output_rows = step.output_rows();
+  plan.num_requests = R;
+  plan.layers = layers;
+  plan.sm_count = sm_count;
+  plan.max_blocks = R > 0 ? static_cast<int32_t>(step.block_table.shape[1]) : 0;
+  read_rows(step, spec_tokens, block_size, plan);
+  read_cache_ids(step, any_csa, block_size, plan);
+  plan_chunks(layers, options, plan);
+  for (const auto& layer : layers) plan.schedules.push_back(scheduler(plan, layer));
+  lay_out_workspace(layers, plan);
   return plan;
 }
 

@@ -1,5 +1,7 @@
-// Host planning shared by every backend: reads the step's host metadata
-// once, checks it, and lays out the caller's workspace.
+// Host planning shared by every backend: checks the step's views, reads the
+// step's host metadata once, checks it, and lays out the caller's workspace.
+// The backend contributes the per-layer schedule (its kernels' launch
+// shapes and scratch), so forwards only execute what the plan decided.
 #pragma once
 
 #include <cstddef>
@@ -9,11 +11,12 @@
 
 namespace step5::detail {
 
-// `scratch_bytes` gives the backend-private scratch for a plan whose other
-// fields are filled; it may be empty (no scratch).
+// Fills the schedule of one layer of a plan whose step-level fields (rows,
+// chunks, maxima) are set. `scratch_bytes` is the backend scratch it needs.
+using Scheduler = std::function<LayerSchedule(const StepPlan&, const LayerConfig&)>;
+
 StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
-                    const PlanOptions& options,
-                    const std::function<size_t(const StepPlan&)>& scratch_bytes);
+                    const PlanOptions& options, int sm_count, const Scheduler& scheduler);
 
 // Closed regions of a row at position p (SPEC 3).
 inline int32_t closed_regions(int32_t position) {

@@ -1,7 +1,6 @@
 #include "core/validate.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "core/check.h"
 #include "core/plan.h"
@@ -111,46 +110,21 @@ void validate_ring(const LayerConfig& c, const RingView& ring, Device device) {
           " bytes for capacity ", c.ring_capacity(), "), got ", ring.entry_stride);
 }
 
-void validate_block_ids(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
-                        int64_t num_blocks) {
-  const int32_t* table = host_block_table(step);
-  if (table != nullptr) {
-    const int64_t stride = step.block_table.stride[0];
-    for (int32_t r = 0; r < plan.num_requests; ++r) {
-      const int32_t len = plan.seq_len[static_cast<size_t>(r)];
-      const int32_t used = (len + c.block_size - 1) / c.block_size;
-      for (int32_t b = 0; b < used; ++b) {
-        const int32_t id = table[r * stride + b];
-        require(id >= 0 && id < num_blocks, ErrorCode::out_of_range, "step.block_table[", r, "][",
-                b, "]: block id expected 0..", num_blocks - 1, " (cache num_blocks), got ", id);
-      }
-    }
-  }
-  const int64_t* slots = host_slot_mapping(step);
-  if (slots != nullptr) {
-    const int64_t limit = num_blocks * c.block_size;
-    for (int64_t t = 0; t < plan.num_tokens; ++t) {
-      require(slots[t] >= 0 && slots[t] < limit, ErrorCode::out_of_range, "step.slot_mapping[", t,
-              "]: slot expected 0..", limit - 1, " (num_blocks * block_size), got ", slots[t]);
-    }
-  }
+void validate_block_ids(const LayerConfig& c, const StepPlan& plan, int64_t num_blocks) {
+  const StepPlan::IdMax& id = plan.max_block_id;
+  require(id.value < num_blocks, ErrorCode::out_of_range, "step.block_table[", id.index, "][",
+          id.entry, "]: block id expected 0..", num_blocks - 1, " (cache num_blocks), got ",
+          id.value);
+  const StepPlan::IdMax& slot = plan.max_slot;
+  const int64_t limit = num_blocks * c.block_size;
+  require(slot.value < limit, ErrorCode::out_of_range, "step.slot_mapping[", slot.index,
+          "]: slot expected 0..", limit - 1, " (num_blocks * block_size), got ", slot.value);
 }
 
-void validate_ring_ids(const StepDesc& step, const StepPlan& plan, int64_t num_entries) {
-  const int32_t* ids = host_ring_index(step);
-  if (ids == nullptr) return;
-  for (int32_t r = 0; r < plan.num_requests; ++r) {
-    require(ids[r] >= 0 && ids[r] < num_entries, ErrorCode::out_of_range, "step.ring_index[", r,
-            "]: expected 0..", num_entries - 1, " (ring num_entries), got ", ids[r]);
-  }
-  // A ring entry is one request's state: two requests of one step sharing
-  // an entry would read each other's open-region rows.
-  std::vector<int32_t> sorted(ids, ids + plan.num_requests);
-  std::sort(sorted.begin(), sorted.end());
-  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-  require(dup == sorted.end(), ErrorCode::invalid_argument,
-          "step.ring_index: expected distinct entries per request, got entry ",
-          dup == sorted.end() ? 0 : *dup, " twice");
+void validate_ring_ids(const StepPlan& plan, int64_t num_entries) {
+  const StepPlan::IdMax& ring = plan.max_ring_index;
+  require(ring.value < num_entries, ErrorCode::out_of_range, "step.ring_index[", ring.index,
+          "]: expected 0..", num_entries - 1, " (ring num_entries), got ", ring.value);
 }
 
 void validate_kv_inputs(const LayerConfig& c, const StepPlan& plan, const TensorView& key,

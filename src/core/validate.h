@@ -18,16 +18,16 @@ const int32_t* host_ring_index(const StepDesc& step);
 void validate_step(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                    Device device);
 
-// Cache views against the layer (dtype, strides large enough, device), and
-// every block id / slot / ring index the step touches that is visible on
-// the host against the cache's size.
+// Cache views against the layer (dtype, strides large enough, device).
 void validate_kv_cache(const LayerConfig& config, const KVCacheView& kv, Device device);
 void validate_summary_cache(const LayerConfig& config, const SummaryCacheView& summaries,
                             Device device);
 void validate_ring(const LayerConfig& config, const RingView& ring, Device device);
-void validate_block_ids(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                        int64_t num_blocks);
-void validate_ring_ids(const StepDesc& step, const StepPlan& plan, int64_t num_entries);
+// O(1): the largest block id and slot the plan read from the step's host
+// copies against a cache of `num_blocks` blocks, and the largest ring
+// entry against `num_entries`. Nothing to check where the host saw no copy.
+void validate_block_ids(const LayerConfig& config, const StepPlan& plan, int64_t num_blocks);
+void validate_ring_ids(const StepPlan& plan, int64_t num_entries);
 
 // Per-operation tensors.
 void validate_kv_inputs(const LayerConfig& config, const StepPlan& plan, const TensorView& key,

@@ -38,22 +38,22 @@ void check_step(const LayerConfig& c, const StepDesc& step, const StepPlan& plan
           layer_kind_name(kind), ", got ", layer_kind_name(c.kind));
 }
 
-void check_kv(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
-              const KVCacheView& kv) {
+// The plan read every block id, slot and ring entry from the step's views
+// (see plan()), so these are O(1) comparisons with the caches' sizes.
+void check_kv(const LayerConfig& c, const StepPlan& plan, const KVCacheView& kv) {
   detail::validate_kv_cache(c, kv, kHost);
-  detail::validate_block_ids(c, step, plan, kv.num_blocks);
+  detail::validate_block_ids(c, plan, kv.num_blocks);
 }
 
-void check_summaries(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
+void check_summaries(const LayerConfig& c, const StepPlan& plan,
                      const SummaryCacheView& summaries) {
   detail::validate_summary_cache(c, summaries, kHost);
-  detail::validate_block_ids(c, step, plan, summaries.num_blocks);
+  detail::validate_block_ids(c, plan, summaries.num_blocks);
 }
 
-void check_ring(const LayerConfig& c, const StepDesc& step, const StepPlan& plan,
-                const RingView& ring) {
+void check_ring(const LayerConfig& c, const StepPlan& plan, const RingView& ring) {
   detail::validate_ring(c, ring, kHost);
-  detail::validate_ring_ids(step, plan, ring.num_entries);
+  detail::validate_ring_ids(plan, ring.num_entries);
 }
 
 // A caller's selection must name distinct closed regions, or attention
@@ -112,8 +112,14 @@ class CpuBackend final : public Backend {
 
   StepPlan plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
                 const PlanOptions& options) const override {
-    return detail::build_plan(step, layers, options,
-                              [this](const StepPlan& p) { return scratch_bytes(p); });
+    // The kernels read the views, so the plan reads (and checks) the views
+    // too, not host copies that could differ from them.
+    return detail::build_plan(views_only(step), layers, options, /*sm_count=*/0,
+                              [this](const StepPlan& p, const LayerConfig&) {
+                                LayerSchedule s;
+                                s.scratch_bytes = scratch_bytes(p);
+                                return s;
+                              });
   }
 
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream) override {
@@ -129,7 +135,7 @@ class CpuBackend final : public Backend {
                 TensorView key, TensorView value, const KVCacheView& kv, Stream) override {
     const StepDesc s = views_only(step);
     detail::validate_step(config, s, plan, kHost);
-    check_kv(config, s, plan, kv);
+    check_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, key, value, kHost);
     kernel::write_kv(args(config, s, plan), key, value, kv);
   }
@@ -139,8 +145,8 @@ class CpuBackend final : public Backend {
                         Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::csa, "update_summaries");
-    check_summaries(config, s, plan, cache.summaries);
-    check_ring(config, s, plan, cache.ring);
+    check_summaries(config, plan, cache.summaries);
+    check_ring(config, plan, cache.ring);
     detail::validate_index_rows(config, plan, index_key, index_z, kHost);
     kernel::update_summaries(args(config, s, plan), index_key, index_z, cache.summaries,
                              cache.ring);
@@ -153,7 +159,7 @@ class CpuBackend final : public Backend {
     check_step(config, s, plan, LayerKind::csa, "indexer_scores");
     detail::validate_rows(plan, rows);
     detail::validate_index_query(config, plan, index_query, index_weight, kHost);
-    check_summaries(config, s, plan, summaries);
+    check_summaries(config, plan, summaries);
     detail::validate_scores(config, plan, rows, scores, /*optional=*/false, kHost);
     OwnedScratch scratch(*this, plan);
     kernel::indexer_scores(args(config, s, plan), scratch.view, rows, index_query, index_weight,
@@ -180,7 +186,7 @@ class CpuBackend final : public Backend {
     detail::validate_query(config, plan, query, gate, kHost);
     detail::validate_selected(config, rows, selected, kHost);
     check_selection_contents(config, plan, rows, selected);
-    check_kv(config, s, plan, kv);
+    check_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kHost);
     OwnedScratch scratch(*this, plan);
     kernel::sparse_attention(args(config, s, plan), scratch.view, rows, query, selected, gate, kv,
@@ -193,7 +199,7 @@ class CpuBackend final : public Backend {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::swa, "window_attention");
     detail::validate_query(config, plan, query, gate, kHost);
-    check_kv(config, s, plan, kv);
+    check_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kHost);
     OwnedScratch scratch(*this, plan);
     kernel::window_attention(args(config, s, plan), scratch.view, query, gate, kv, output);
@@ -204,9 +210,9 @@ class CpuBackend final : public Backend {
                    Workspace workspace, Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::csa, "forward_csa");
-    check_kv(config, s, plan, cache.kv);
-    check_summaries(config, s, plan, cache.summaries);
-    check_ring(config, s, plan, cache.ring);
+    check_kv(config, plan, cache.kv);
+    check_summaries(config, plan, cache.summaries);
+    check_ring(config, plan, cache.ring);
     detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
     detail::validate_index_rows(config, plan, in.index_key, in.index_z, kHost);
     detail::validate_index_query(config, plan, in.index_query, in.index_weight, kHost);
@@ -220,15 +226,11 @@ class CpuBackend final : public Backend {
     kernel::write_kv(a, in.key, in.value, cache.kv);
     kernel::update_summaries(a, in.index_key, in.index_z, cache.summaries, cache.ring);
     const int64_t G = config.num_kv_heads;
-    for (const RowRange& chunk : plan.chunks) {
-      int32_t closed = 0;
-      for (int64_t t = chunk.begin; t < chunk.end; ++t) {
-        closed =
-            std::max(closed, detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
-      }
+    for (const ScoreChunk& c : plan.chunks) {
+      const RowRange chunk = c.rows;
       // Scores only matter for rows that cannot take all their regions.
       TensorView scores;
-      if (closed > config.topk) {
+      if (c.columns > config.topk) {
         scores = workspace_view(workspace, plan.workspace.scores_offset, DType::f32,
                                 {chunk.size(), G, plan.score_stride});
         kernel::indexer_scores(a, scratch, chunk, in.index_query, in.index_weight, cache.summaries,
@@ -251,7 +253,7 @@ class CpuBackend final : public Backend {
                    Workspace workspace, Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::swa, "forward_swa");
-    check_kv(config, s, plan, kv);
+    check_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
     detail::validate_query(config, plan, in.query, in.gate, kHost);
     detail::validate_output(config, plan, out.output, kHost);

@@ -9,6 +9,7 @@
 #include "cuda/common/check.h"
 #include "cuda/common/device.h"
 #include "cuda/forward.h"
+#include "cuda/schedule.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -44,15 +45,10 @@ class CudaBackend final : public Backend {
 
   StepPlan plan(const StepDesc& step, const std::vector<LayerConfig>& layers,
                 const PlanOptions& options) const override {
-    // CSA attention runs once per scoring chunk, SWA once over the step.
-    return detail::build_plan(step, layers, options, [&layers](const StepPlan& p) {
-      size_t bytes = 0;
-      for (const auto& layer : layers) {
-        const int64_t rows = layer.kind == LayerKind::csa ? p.chunk_rows : p.num_tokens;
-        bytes = std::max(bytes, paged_attention_scratch_bytes(layer, rows));
-      }
-      return bytes;
-    });
+    return detail::build_plan(step, layers, options, info_.sm_count,
+                              [this](const StepPlan& p, const LayerConfig& layer) {
+                                return schedule_layer(info_, p, layer);
+                              });
   }
 
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) override {
@@ -85,8 +81,7 @@ class CudaBackend final : public Backend {
   void write_kv(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                 TensorView key, TensorView value, const KVCacheView& kv, Stream stream) override {
     detail::validate_step(config, step, plan, kDev);
-    detail::validate_kv_cache(config, kv, kDev);
-    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    validate_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, key, value, kDev);
     activate();
     launch_kv_write(kv_write_params(config, step, key, value, kv), config.kv_dtype,
@@ -96,7 +91,10 @@ class CudaBackend final : public Backend {
   void update_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                         TensorView index_key, TensorView index_z, const LayerCache& cache,
                         Stream stream) override {
-    validate_summary_update(config, step, plan, index_key, index_z, cache);
+    require_kind(config, LayerKind::csa, "update_summaries");
+    detail::validate_step(config, step, plan, kDev);
+    validate_summary_state(config, plan, cache);
+    detail::validate_index_rows(config, plan, index_key, index_z, kDev);
     activate();
     run_summaries(config, step, plan, index_key, index_z, cache, to_cuda_stream(stream));
   }
@@ -106,20 +104,27 @@ class CudaBackend final : public Backend {
                       const SummaryCacheView& summaries, TensorView scores,
                       Stream stream) override {
     require_kind(config, LayerKind::csa, "indexer_scores");
+    const LayerSchedule& schedule = plan.schedule(config);
     detail::validate_step(config, step, plan, kDev);
     detail::validate_rows(plan, rows);
     detail::validate_index_query(config, plan, index_query, index_weight, kDev);
     detail::validate_summary_cache(config, summaries, kDev);
-    detail::validate_block_ids(config, step, plan, summaries.num_blocks);
+    detail::validate_block_ids(config, plan, summaries.num_blocks);
     detail::validate_scores(config, plan, rows, scores, /*optional=*/false, kDev);
     activate();
-    IndexerParams p = indexer_params(config, step, row_meta(step, plan, nullptr), rows, index_query,
-                                     index_weight, summaries);
-    p.scores = static_cast<float*>(scores.data);
-    p.scores_stride_t = scores.stride[0];
-    p.scores_stride_g = scores.stride[1];
-    p.columns = static_cast<int32_t>(scores.shape[2]);
-    launch_indexer(p, config.summary_dtype, info_.max_smem_per_block, to_cuda_stream(stream));
+    // Every row is scored (skip_topk -1) and the tail C <= j < S is -inf.
+    // The plan's schedule was made for the forward; when it skips scoring
+    // (no row with C > K) the generic path serves the single operation.
+    const IndexerPath path =
+        schedule.indexer == IndexerPath::none ? IndexerPath::generic : schedule.indexer;
+    const ScoreTarget target{static_cast<float*>(scores.data), scores.stride[0],
+                             scores.stride[1], static_cast<int32_t>(scores.shape[2]), nullptr};
+    const IndexerParams p =
+        indexer_params(config, schedule, step, row_meta(step, plan, nullptr), rows, index_query,
+                       index_weight, summaries, target, /*skip_topk=*/-1);
+    const cudaStream_t s = to_cuda_stream(stream);
+    launch_indexer(p, path, config.summary_dtype, info_.max_smem_per_block, s);
+    launch_score_tail(p, s);
   }
 
   void select_regions(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
@@ -131,7 +136,8 @@ class CudaBackend final : public Backend {
     detail::validate_scores(config, plan, rows, scores, /*optional=*/true, kDev);
     detail::validate_selected(config, rows, selected, kDev);
     activate();
-    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores, selected),
+    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores,
+                                /*row_max=*/nullptr, selected),
                   to_cuda_stream(stream));
   }
 
@@ -139,35 +145,41 @@ class CudaBackend final : public Backend {
                         RowRange rows, TensorView query, TensorView selected, TensorView gate,
                         const KVCacheView& kv, TensorView output, Stream stream) override {
     require_kind(config, LayerKind::csa, "sparse_attention");
+    const LayerSchedule& schedule = plan.schedule(config);
     detail::validate_step(config, step, plan, kDev);
     detail::validate_rows(plan, rows);
     detail::validate_query(config, plan, query, gate, kDev);
     detail::validate_selected(config, rows, selected, kDev);
-    detail::validate_kv_cache(config, kv, kDev);
-    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    validate_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kDev);
     activate();
-    PagedAttentionParams p = attention_params(config, step, row_meta(step, plan, nullptr), rows,
-                                              query, gate, kv, output);
-    set_selected(p, selected);
-    use_op_scratch(p, config, rows.size());
-    launch_paged_attention(p, to_cuda_stream(stream));
+    LayerSchedule op = schedule;
+    op.attention_splits = paged_attention_splits(config, rows.size(), info_.sm_count);
+    AttentionTarget target;
+    target.output = output;
+    target.selected = selected;
+    use_op_scratch(target, config, rows.size(), op.attention_splits);
+    launch_paged_attention(attention_params(config, op, step, row_meta(step, plan, nullptr), rows,
+                                            query, gate, kv, target),
+                           to_cuda_stream(stream));
   }
 
   void window_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                         TensorView query, TensorView gate, const KVCacheView& kv, TensorView output,
                         Stream stream) override {
     require_kind(config, LayerKind::swa, "window_attention");
+    const LayerSchedule& schedule = plan.schedule(config);
     detail::validate_step(config, step, plan, kDev);
     detail::validate_query(config, plan, query, gate, kDev);
-    detail::validate_kv_cache(config, kv, kDev);
-    detail::validate_block_ids(config, step, plan, kv.num_blocks);
+    validate_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kDev);
     activate();
-    PagedAttentionParams p = attention_params(config, step, row_meta(step, plan, nullptr),
-                                              {0, plan.num_tokens}, query, gate, kv, output);
-    use_op_scratch(p, config, plan.num_tokens);
-    launch_paged_attention(p, to_cuda_stream(stream));
+    AttentionTarget target;
+    target.output = output;
+    use_op_scratch(target, config, plan.num_tokens, schedule.attention_splits);
+    launch_paged_attention(attention_params(config, schedule, step, row_meta(step, plan, nullptr),
+                                            {0, plan.num_tokens}, query, gate, kv, target),
+                           to_cuda_stream(stream));
   }
 
   // --- whole layers --------------------------------------------------------
@@ -195,8 +207,9 @@ class CudaBackend final : public Backend {
 
   // Single operations get no workspace; their split-KV partials live in a
   // buffer the backend grows here (never inside a forward).
-  void use_op_scratch(PagedAttentionParams& p, const LayerConfig& config, int64_t rows) {
-    const size_t bytes = paged_attention_scratch_bytes(config, rows);
+  void use_op_scratch(AttentionTarget& target, const LayerConfig& config, int64_t rows,
+                      int splits) {
+    const size_t bytes = paged_attention_scratch_bytes(config, rows, splits);
     if (bytes > op_scratch_bytes_) {
       if (op_scratch_ != nullptr) STEP5_CUDA_CHECK(cudaFree(op_scratch_));
       op_scratch_ = nullptr;
@@ -204,8 +217,8 @@ class CudaBackend final : public Backend {
       STEP5_CUDA_CHECK(cudaMalloc(&op_scratch_, bytes));
       op_scratch_bytes_ = bytes;
     }
-    p.scratch = bytes > 0 ? op_scratch_ : nullptr;
-    p.scratch_bytes = bytes;
+    target.scratch = bytes > 0 ? op_scratch_ : nullptr;
+    target.scratch_bytes = bytes;
   }
 
   DeviceInfo info_;

@@ -1,11 +1,10 @@
 #include "cuda/forward.h"
 
-#include <algorithm>
-
 #include "core/check.h"
 #include "core/plan.h"
 #include "core/validate.h"
 #include "cuda/attention/launch.h"
+#include "cuda/common/check.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -25,6 +24,10 @@ RowMeta forward_rows(const StepDesc& step, const StepPlan& plan, Workspace ws) {
   return row_meta(step, plan, at<const int32_t>(ws, plan.workspace.row_meta_offset));
 }
 
+void* scratch_of(const StepPlan& plan, Workspace ws) {
+  return plan.workspace.scratch_bytes > 0 ? at<void>(ws, plan.workspace.scratch_offset) : nullptr;
+}
+
 // Padding rows n..num_output_rows of an empty step (no attention launch to
 // fold the zeroing into).
 void zero_padding(const LayerConfig& config, const StepPlan& plan, TensorView output,
@@ -32,19 +35,6 @@ void zero_padding(const LayerConfig& config, const StepPlan& plan, TensorView ou
   launch_zero_rows(static_cast<uint16_t*>(output.data), output.stride[0], output.stride[1],
                    config.num_heads, config.head_size, plan.num_tokens, plan.num_output_rows,
                    stream);
-}
-
-// Columns the chunk's scores must cover and whether any row needs them.
-// Uniform steps may replay in a CUDA graph with longer contexts than at
-// planning, so they use the planned capacity (PlanOptions::max_context);
-// mixed steps use the chunk's own rows.
-int32_t score_columns(const StepPlan& plan, RowRange rows) {
-  if (plan.kind == StepKind::uniform) return plan.score_stride;
-  int32_t closed = 0;
-  for (int64_t t = rows.begin; t < rows.end; ++t) {
-    closed = std::max(closed, detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
-  }
-  return closed;
 }
 
 void validate_layer_outputs(const LayerConfig& config, const StepPlan& plan,
@@ -56,18 +46,32 @@ void validate_layer_outputs(const LayerConfig& config, const StepPlan& plan,
   detail::validate_workspace(plan, ws);
 }
 
+// Rows [chunk) of the caller's selection, or of the workspace's.
+TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan,
+                           const LayerOutputs& out, Workspace ws, RowRange chunk) {
+  if (out.selected.present()) {
+    TensorView v = out.selected;
+    v.data = static_cast<int32_t*>(out.selected.data) + chunk.begin * out.selected.stride[0];
+    v.shape[0] = chunk.size();
+    return v;
+  }
+  return TensorView::contiguous(at<int32_t>(ws, plan.workspace.selected_offset), DType::i32,
+                                {chunk.size(), config.num_kv_heads, config.topk}, kDev);
+}
+
 }  // namespace
 
 void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const StepDesc& step,
                      const StepPlan& plan, const CsaInputs& in, const LayerCache& cache,
                      const LayerOutputs& out, Workspace ws, cudaStream_t stream) {
+  // Validation: O(1) in the step's size (the plan read every id once).
   require_kind(config, LayerKind::csa, "forward_csa");
+  const LayerSchedule& schedule = plan.schedule(config);
   detail::validate_step(config, step, plan, kDev);
-  detail::validate_kv_cache(config, cache.kv, kDev);
-  detail::validate_block_ids(config, step, plan,
-                             std::min(cache.kv.num_blocks, cache.summaries.num_blocks));
+  validate_kv(config, plan, cache.kv);
+  validate_summary_state(config, plan, cache);
   detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
-  validate_summary_update(config, step, plan, in.index_key, in.index_z, cache);
+  detail::validate_index_rows(config, plan, in.index_key, in.index_z, kDev);
   detail::validate_index_query(config, plan, in.index_query, in.index_weight, kDev);
   detail::validate_query(config, plan, in.query, in.gate, kDev);
   validate_layer_outputs(config, plan, out, ws);
@@ -76,55 +80,48 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     zero_padding(config, plan, out.output, stream);
     return;
   }
+  const RowMeta rows = forward_rows(step, plan, ws);
+  const int64_t G = config.num_kv_heads;
+  const bool scored = schedule.indexer != IndexerPath::none;
+
   launch_kv_write(kv_write_params(config, step, in.key, in.value, cache.kv), config.kv_dtype,
                   stream);
   run_summaries(config, step, plan, in.index_key, in.index_z, cache, stream);
-
-  const RowMeta rows = forward_rows(step, plan, ws);
-  const int64_t G = config.num_kv_heads;
-  const int64_t K = config.topk;
-  for (const RowRange& chunk : plan.chunks) {
-    const int32_t columns = score_columns(plan, chunk);
-    // Selection reads scores only for rows with C > K.
+  for (const ScoreChunk& chunk : plan.chunks) {
+    // Scores (and each row's best) only for rows with C > K: selection
+    // takes every region of the others without reading scores.
     TensorView scores;
-    if (columns > config.topk) {
-      IndexerParams ip = indexer_params(config, step, rows, chunk, in.index_query, in.index_weight,
-                                        cache.summaries);
-      ip.scores = at<float>(ws, plan.workspace.scores_offset);
-      ip.scores_stride_g = plan.score_stride;
-      ip.scores_stride_t = G * plan.score_stride;
-      ip.columns = columns;
-      ip.skip_topk = config.topk;
-      ip.fill_tail = false;
-      launch_indexer(ip, config.summary_dtype, device.max_smem_per_block, stream);
-      scores =
-          TensorView::contiguous(ip.scores, DType::f32, {chunk.size(), G, plan.score_stride}, kDev);
+    uint32_t* row_max = nullptr;
+    if (scored && chunk.columns > config.topk) {
+      scores = TensorView::contiguous(at<float>(ws, plan.workspace.scores_offset), DType::f32,
+                                      {chunk.rows.size(), G, plan.score_stride}, kDev);
+      const bool tracks_max = schedule.indexer == IndexerPath::tensor_core;
+      row_max = tracks_max ? at<uint32_t>(ws, plan.workspace.row_max_offset) : nullptr;
+      if (row_max != nullptr) {
+        STEP5_CUDA_CHECK(cudaMemsetAsync(
+            row_max, 0, static_cast<size_t>(chunk.rows.size() * G) * sizeof(uint32_t), stream));
+      }
+      const ScoreTarget target{static_cast<float*>(scores.data), G * plan.score_stride,
+                               plan.score_stride, chunk.columns, row_max};
+      launch_indexer(indexer_params(config, schedule, step, rows, chunk.rows, in.index_query,
+                                    in.index_weight, cache.summaries, target, config.topk),
+                     schedule.indexer, config.summary_dtype, device.max_smem_per_block, stream);
     }
-    // Select straight into the caller's selection when asked for one, so
-    // no copy is needed; otherwise into the workspace.
-    TensorView selected;
-    if (out.selected.present()) {
-      selected = out.selected;
-      selected.data =
-          static_cast<int32_t*>(out.selected.data) + chunk.begin * out.selected.stride[0];
-      selected.shape[0] = chunk.size();
-    } else {
-      selected = TensorView::contiguous(at<int32_t>(ws, plan.workspace.selected_offset), DType::i32,
-                                        {chunk.size(), G, K}, kDev);
-    }
-    launch_select(select_params(config, rows, chunk, scores, selected), stream);
+    const TensorView selected = chunk_selection(config, plan, out, ws, chunk.rows);
+    launch_select(select_params(config, rows, chunk.rows, scores, row_max, selected), stream);
 
-    PagedAttentionParams ap =
-        attention_params(config, step, rows, chunk, in.query, in.gate, cache.kv, out.output);
-    set_selected(ap, selected);
-    ap.scratch =
-        plan.workspace.scratch_bytes > 0 ? at<void>(ws, plan.workspace.scratch_offset) : nullptr;
-    ap.scratch_bytes = plan.workspace.scratch_bytes;
-    if (chunk.end == plan.num_tokens) {
-      ap.pad_row_begin = plan.num_tokens;
-      ap.pad_row_end = plan.num_output_rows;
+    AttentionTarget target;
+    target.output = out.output;
+    target.selected = selected;
+    target.scratch = scratch_of(plan, ws);
+    target.scratch_bytes = plan.workspace.scratch_bytes;
+    if (chunk.rows.end == plan.num_tokens) {
+      target.pad_begin = plan.num_tokens;
+      target.pad_end = plan.num_output_rows;
     }
-    launch_paged_attention(ap, stream);
+    launch_paged_attention(attention_params(config, schedule, step, rows, chunk.rows, in.query,
+                                            in.gate, cache.kv, target),
+                           stream);
   }
 }
 
@@ -132,9 +129,9 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
                      const SwaInputs& in, const KVCacheView& kv, const LayerOutputs& out,
                      Workspace ws, cudaStream_t stream) {
   require_kind(config, LayerKind::swa, "forward_swa");
+  const LayerSchedule& schedule = plan.schedule(config);
   detail::validate_step(config, step, plan, kDev);
-  detail::validate_kv_cache(config, kv, kDev);
-  detail::validate_block_ids(config, step, plan, kv.num_blocks);
+  validate_kv(config, plan, kv);
   detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
   detail::validate_query(config, plan, in.query, in.gate, kDev);
   validate_layer_outputs(config, plan, out, ws);
@@ -144,15 +141,15 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
     return;
   }
   launch_kv_write(kv_write_params(config, step, in.key, in.value, kv), config.kv_dtype, stream);
-  PagedAttentionParams ap =
-      attention_params(config, step, forward_rows(step, plan, ws), {0, plan.num_tokens}, in.query,
-                       in.gate, kv, out.output);
-  ap.scratch =
-      plan.workspace.scratch_bytes > 0 ? at<void>(ws, plan.workspace.scratch_offset) : nullptr;
-  ap.scratch_bytes = plan.workspace.scratch_bytes;
-  ap.pad_row_begin = plan.num_tokens;
-  ap.pad_row_end = plan.num_output_rows;
-  launch_paged_attention(ap, stream);
+  AttentionTarget target;
+  target.output = out.output;
+  target.scratch = scratch_of(plan, ws);
+  target.scratch_bytes = plan.workspace.scratch_bytes;
+  target.pad_begin = plan.num_tokens;
+  target.pad_end = plan.num_output_rows;
+  launch_paged_attention(attention_params(config, schedule, step, forward_rows(step, plan, ws),
+                                          {0, plan.num_tokens}, in.query, in.gate, kv, target),
+                         stream);
 }
 
 }  // namespace step5::cuda

@@ -24,10 +24,11 @@ constexpr int ring_threads() {
   return 32;
 }
 
-// indexer: one warp per region, each lane holding 8 summary values per
-// 256-wide chunk (Di <= 1024 -> at most 4 chunks in registers). 8 warps x
-// 8 regions per warp = 64 regions per CTA so the query block staged in
-// shared memory (up to G*I*Di fp32) is reused across 64 summaries.
+// generic indexer (fp32 FFMA, shapes the tensor-core path does not take):
+// one warp per region, each lane holding 8 summary values per 256-wide
+// chunk (Di <= 1024 -> at most 4 chunks in registers). 8 warps x 8 regions
+// per warp = 64 regions per CTA so the query block staged in shared memory
+// (up to G*I*Di fp32) is reused across 64 summaries.
 constexpr int indexer_warps() {
   return 8;
 }
@@ -38,14 +39,58 @@ constexpr int indexer_max_chunks() {
   return 4;
 }
 
-// select: one CTA per (row, group). 512 threads stream the row's scores
-// from L2 four times (8-bit radix passes) plus one compaction pass; at
-// C ~ 128K regions (1M tokens) that is 256 scores per thread per pass.
+// tensor-core indexer: one warpgroup per CTA (the wgmma unit), M = 64
+// regions per tile. Index heads are padded to 4 so a tile's N columns are
+// 4 x (rows x G padded to 8) and every thread holds all heads of its
+// (row, group) slots: the weighted-ReLU sum needs no shuffle.
+constexpr int indexer_tc_threads() {
+  return 128;
+}
+constexpr int indexer_tc_tile_regions() {
+  return 64;
+}
+constexpr int indexer_tc_heads() {
+  return 4;
+}
+// Three stages of summary tiles: one being read, two in flight. A tile of
+// fp8 summaries (Di = 256) is 16 KB; 32 KB in flight per CTA and two or
+// three CTAs per SM cover the ~32 KB/SM that 4.3 TB/s needs at ~1 us.
+constexpr int indexer_tc_stages() {
+  return 3;
+}
+constexpr int indexer_tc_max_index_dim() {
+  return 512;
+}
+// Requests whose work table fits in shared memory ((R+1) + R ints).
+constexpr int indexer_tc_max_requests() {
+  return 8192;
+}
+
+// select: one CTA per (row, group). Pass 1 histograms the row's scores by
+// their distance below the row's best (fine bins near the top, where the
+// K-th score lies), pass 2 keeps every region of the bins above the
+// threshold bin plus the candidates inside it in shared memory, and the
+// exact K-th key is found among those. Only when the threshold bin holds
+// more than select_capacity() entries (massive ties) do four radix passes
+// over global memory decide. 512 threads x 8 scores per pass step.
 constexpr int select_threads() {
   return 512;
 }
+constexpr int select_items() {
+  return 8;
+}
 constexpr int select_radix_bits() {
   return 8;
+}
+// Distance bins: 64 exact bins for distances < 64 key units, then 64
+// sub-bins per power of two up to 2^32 (like a float with 6 mantissa bits).
+constexpr int select_bins() {
+  return 64 * 27;
+}
+// Entries (index, key) kept in shared memory: 6144 x 8 B = 48 KB, so three
+// CTAs of 512 threads share one SM.
+constexpr int select_capacity() {
+  return 6144;
 }
 
 }  // namespace step5::cuda

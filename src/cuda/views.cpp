@@ -109,21 +109,15 @@ SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, co
   // Region j closes when 8j+7 is among [start, seq_len): j in
   // [start/8, seq_len/8). Uniform steps take the bound ceil(q/8) that holds
   // for every seq_lens, so a captured graph replays with new lengths.
-  if (plan.kind == StepKind::uniform) {
-    p.max_closing = (plan.query_len + 7) / 8;
-  } else {
-    for (int32_t r = 0; r < plan.num_requests; ++r) {
-      const auto i = static_cast<size_t>(r);
-      const int32_t start = plan.seq_len[i] - (plan.query_start[i + 1] - plan.query_start[i]);
-      p.max_closing = std::max(p.max_closing, plan.seq_len[i] / 8 - start / 8);
-    }
-  }
+  p.max_closing = plan.kind == StepKind::uniform ? (plan.query_len + 7) / 8 : plan.max_closing;
   return p;
 }
 
-IndexerParams indexer_params(const LayerConfig& config, const StepDesc& step, const RowMeta& rows,
-                             RowRange range, TensorView index_query, TensorView index_weight,
-                             const SummaryCacheView& summaries) {
+IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& schedule,
+                             const StepDesc& step, const RowMeta& rows, RowRange range,
+                             TensorView index_query, TensorView index_weight,
+                             const SummaryCacheView& summaries, const ScoreTarget& target,
+                             int32_t skip_topk) {
   require_rows(index_query, "index_query");
   require_vectors(summaries.data, {summaries.block_stride, summaries.region_stride},
                   "summary cache");
@@ -143,22 +137,39 @@ IndexerParams indexer_params(const LayerConfig& config, const StepDesc& step, co
   p.summaries = summaries.data;
   p.summary_block_stride = summaries.block_stride;
   p.summary_region_stride = summaries.region_stride;
+  p.scores = target.scores;
+  p.scores_stride_t = target.stride_t;
+  p.scores_stride_g = target.stride_g;
+  p.row_max = target.row_max;
+  p.columns = target.columns;
   p.num_groups = config.num_kv_heads;
   p.index_heads = config.index_heads;
   p.index_dim = config.index_dim;
   p.block_size = config.block_size;
+  p.skip_topk = skip_topk;
+  // Forwards never read past C; the single operation writes the tail itself.
+  p.fill_tail = false;
+  p.rows_per_unit = schedule.indexer_rows_per_unit;
+  p.tile_n = schedule.indexer_tile_n;
+  p.ctas = schedule.indexer_ctas;
   return p;
 }
 
-PagedAttentionParams attention_params(const LayerConfig& config, const StepDesc& step,
-                                      const RowMeta& rows, RowRange range, TensorView query,
-                                      TensorView gate, const KVCacheView& kv, TensorView output) {
+PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
+                                      const StepDesc& step, const RowMeta& rows, RowRange range,
+                                      TensorView query, TensorView gate, const KVCacheView& kv,
+                                      const AttentionTarget& target) {
   PagedAttentionParams p;
   p.row_begin = range.begin;
   p.num_rows = range.size();
   p.rows = rows;
   p.block_table = ptr<const int32_t>(step.block_table);
   p.block_table_stride = step.block_table.stride[0];
+  if (target.selected.present()) {
+    p.selected = ptr<const int32_t>(target.selected);
+    p.selected_row_stride = target.selected.stride[0];
+    p.selected_group_stride = target.selected.stride[1];
+  }
   p.topk = config.kind == LayerKind::csa ? config.topk : 0;
   p.window = config.kind == LayerKind::swa ? config.window : 0;
   p.query = ptr<const uint16_t>(query);
@@ -166,9 +177,9 @@ PagedAttentionParams attention_params(const LayerConfig& config, const StepDesc&
   p.query_head_stride = query.stride[1];
   p.gate = gate.present() ? ptr<const uint16_t>(gate) : nullptr;
   p.gate_row_stride = gate.present() ? gate.stride[0] : 0;
-  p.output = ptr<uint16_t>(output);
-  p.output_row_stride = output.stride[0];
-  p.output_head_stride = output.stride[1];
+  p.output = ptr<uint16_t>(target.output);
+  p.output_row_stride = target.output.stride[0];
+  p.output_head_stride = target.output.stride[1];
   p.kv = kv.data;
   p.kv_dtype = kv.dtype;
   p.kv_block_stride = kv.block_stride;
@@ -181,11 +192,16 @@ PagedAttentionParams attention_params(const LayerConfig& config, const StepDesc&
   p.head_size = config.head_size;
   p.block_size = config.block_size;
   p.softmax_scale = config.softmax_scale();
+  p.num_splits = schedule.attention_splits;
+  p.scratch = target.scratch;
+  p.scratch_bytes = target.scratch_bytes;
+  p.pad_row_begin = target.pad_begin;
+  p.pad_row_end = target.pad_end;
   return p;
 }
 
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, TensorView selected) {
+                           TensorView scores, const uint32_t* row_max, TensorView selected) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -193,6 +209,7 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.scores = ptr<const float>(scores);
   p.scores_stride_t = scores.present() ? scores.stride[0] : 0;
   p.scores_stride_g = scores.present() ? scores.stride[1] : 0;
+  p.row_max = row_max;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];
@@ -201,27 +218,22 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   return p;
 }
 
-void set_selected(PagedAttentionParams& p, TensorView selected) {
-  p.selected = ptr<const int32_t>(selected);
-  p.selected_row_stride = selected.stride[0];
-  p.selected_group_stride = selected.stride[1];
-}
-
 void require_kind(const LayerConfig& config, LayerKind kind, const char* op) {
   detail::require(config.kind == kind, ErrorCode::invalid_argument, op, ": config.kind expected ",
                   layer_kind_name(kind), ", got ", layer_kind_name(config.kind));
 }
 
-void validate_summary_update(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                             TensorView index_key, TensorView index_z, const LayerCache& cache) {
-  constexpr Device kDev = Device::cuda;
-  require_kind(config, LayerKind::csa, "update_summaries");
-  detail::validate_step(config, step, plan, kDev);
-  detail::validate_summary_cache(config, cache.summaries, kDev);
-  detail::validate_ring(config, cache.ring, kDev);
-  detail::validate_block_ids(config, step, plan, cache.summaries.num_blocks);
-  detail::validate_ring_ids(step, plan, cache.ring.num_entries);
-  detail::validate_index_rows(config, plan, index_key, index_z, kDev);
+void validate_kv(const LayerConfig& config, const StepPlan& plan, const KVCacheView& kv) {
+  detail::validate_kv_cache(config, kv, Device::cuda);
+  detail::validate_block_ids(config, plan, kv.num_blocks);
+}
+
+void validate_summary_state(const LayerConfig& config, const StepPlan& plan,
+                            const LayerCache& cache) {
+  detail::validate_summary_cache(config, cache.summaries, Device::cuda);
+  detail::validate_ring(config, cache.ring, Device::cuda);
+  detail::validate_block_ids(config, plan, cache.summaries.num_blocks);
+  detail::validate_ring_ids(plan, cache.ring.num_entries);
 }
 
 void run_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,

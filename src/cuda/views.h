@@ -1,6 +1,7 @@
-// Translates the public views (TensorView, cache views, StepDesc) into the
-// kernels' plain Params structs, after the boundary validation has run.
-// Alignment that the vector loads need is checked here, with clear Errors.
+// Translates the public views (TensorView, cache views, StepDesc) and the
+// plan's schedule into the kernels' plain Params structs, after the
+// boundary validation has run. Each function returns complete params; the
+// alignment that the vector loads need is checked here, with clear Errors.
 #pragma once
 
 #include "cuda/attention/launch.h"
@@ -22,21 +23,48 @@ KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, T
                               TensorView value, const KVCacheView& kv);
 SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                              TensorView index_key, TensorView index_z, const LayerCache& cache);
-IndexerParams indexer_params(const LayerConfig& config, const StepDesc& step, const RowMeta& rows,
-                             RowRange range, TensorView index_query, TensorView index_weight,
-                             const SummaryCacheView& summaries);
-SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, TensorView selected);
-// Points the attention at a [rows, G, K] selection.
-void set_selected(PagedAttentionParams& p, TensorView selected);
-PagedAttentionParams attention_params(const LayerConfig& config, const StepDesc& step,
-                                      const RowMeta& rows, RowRange range, TensorView query,
-                                      TensorView gate, const KVCacheView& kv, TensorView output);
 
-// Boundary checks shared by the single operations and the forwards.
+// Where the indexer writes: scores f32 [rows, G, columns] at element
+// strides, and the optional row maxima u32 [rows, G].
+struct ScoreTarget {
+  float* scores = nullptr;
+  int64_t stride_t = 0;
+  int64_t stride_g = 0;
+  int32_t columns = 0;
+  uint32_t* row_max = nullptr;
+};
+
+IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& schedule,
+                             const StepDesc& step, const RowMeta& rows, RowRange range,
+                             TensorView index_query, TensorView index_weight,
+                             const SummaryCacheView& summaries, const ScoreTarget& target,
+                             int32_t skip_topk);
+// `scores` may be absent when no row of `range` has C > K.
+SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
+                           TensorView scores, const uint32_t* row_max, TensorView selected);
+
+// Attention of rows `range`: CSA when `selected` ([range rows, G, K]) is
+// present, SWA otherwise. Output rows [pad_begin, pad_end) are zeroed by the
+// same launch.
+struct AttentionTarget {
+  TensorView output;
+  TensorView selected;  // absent for SWA
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  int64_t pad_begin = 0;
+  int64_t pad_end = 0;
+};
+PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
+                                      const StepDesc& step, const RowMeta& rows, RowRange range,
+                                      TensorView query, TensorView gate, const KVCacheView& kv,
+                                      const AttentionTarget& target);
+
+// Boundary checks shared by the single operations and the forwards. All are
+// O(1) in the step's size: ids were read once by the plan.
 void require_kind(const LayerConfig& config, LayerKind kind, const char* op);
-void validate_summary_update(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                             TensorView index_key, TensorView index_z, const LayerCache& cache);
+void validate_kv(const LayerConfig& config, const StepPlan& plan, const KVCacheView& kv);
+void validate_summary_state(const LayerConfig& config, const StepPlan& plan,
+                            const LayerCache& cache);
 // Summaries of the regions this step closes, then the ring write.
 void run_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                    TensorView index_key, TensorView index_z, const LayerCache& cache,

@@ -49,11 +49,11 @@ constexpr int smem_row_pitch(int row_bytes) {
   return row_bytes + 16;
 }
 
-// Split-KV: aim for two waves of CTAs on the H200's 132 SMs (2 CTAs fit per
-// SM), since a decode step has only rows * G (row, group) pairs, e.g. 8 for
-// one request, and each CTA would otherwise stream 513 pages on one SM.
-constexpr int64_t target_ctas() {
-  return 2 * 132;
+// Split-KV: aim for two CTAs per SM (2 fit: shared memory), since a decode
+// step has only rows * G (row, group) pairs, e.g. 8 for one request, and
+// each CTA would otherwise stream 513 pages on one SM.
+constexpr int64_t target_ctas(int sm_count) {
+  return 2 * int64_t{sm_count};
 }
 // A split should give every warp at least one full step, else the split's
 // fixed cost (Q load, merge, partial write) dominates.
@@ -66,12 +66,13 @@ constexpr int max_splits() {
 }
 
 // Splits for `rows` rows of `groups` KV heads whose page lists hold at most
-// `max_pages` pages. Depends only on shapes, never on the step's contexts,
-// so scratch can be sized at plan time and CUDA graphs replay unchanged.
-constexpr int num_splits(int64_t rows, int groups, int64_t max_pages) {
+// `max_pages` pages, on a GPU of `sm_count` SMs. Depends only on shapes,
+// never on the step's contexts, so scratch is sized at plan time and CUDA
+// graphs replay unchanged.
+constexpr int num_splits(int64_t rows, int groups, int64_t max_pages, int sm_count) {
   const int64_t ctas = std::max<int64_t>(1, rows * groups);
-  if (ctas >= target_ctas()) return 1;
-  const int64_t want = (target_ctas() + ctas - 1) / ctas;
+  if (ctas >= target_ctas(sm_count)) return 1;
+  const int64_t want = (target_ctas(sm_count) + ctas - 1) / ctas;
   const int64_t useful =
       std::max<int64_t>(1, (max_pages + min_pages_per_split() - 1) / min_pages_per_split());
   return static_cast<int>(std::min<int64_t>({want, useful, max_splits()}));

@@ -123,10 +123,13 @@ void dispatch(const PagedAttentionParams& p, int splits, cudaStream_t stream) {
 
 }  // namespace
 
-size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows) {
+int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count) {
   const bool csa = config.kind == LayerKind::csa;
-  const int splits =
-      attn::num_splits(rows, config.num_kv_heads, max_pages_of(csa, config.topk, config.window));
+  return attn::num_splits(rows, config.num_kv_heads,
+                          max_pages_of(csa, config.topk, config.window), sm_count);
+}
+
+size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits) {
   return scratch_for(rows, config.num_heads, config.head_size, splits);
 }
 
@@ -137,9 +140,9 @@ void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) 
                      p.pad_row_begin, p.pad_row_end, stream);
   }
   if (p.num_rows == 0) return;
-  const bool csa = p.selected != nullptr;
-  const int splits =
-      attn::num_splits(p.num_rows, p.num_kv_heads, max_pages_of(csa, p.topk, p.window));
+  const int splits = p.num_splits;
+  require(splits >= 1 && splits <= attn::max_splits(), ErrorCode::invalid_argument,
+          "paged attention: num_splits expected 1..", attn::max_splits(), ", got ", splits);
   const size_t need = scratch_for(p.num_rows, p.num_heads, p.head_size, splits);
   require(need == 0 || (p.scratch != nullptr && p.scratch_bytes >= need && aligned16(p.scratch)),
           ErrorCode::invalid_argument, "paged attention: scratch expected >= ", need,

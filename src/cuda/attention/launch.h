@@ -81,8 +81,11 @@ struct PagedAttentionParams {
   int32_t block_size = 0;    // B, a multiple of 8
   float softmax_scale = 0;   // the resolved scale (LayerConfig::softmax_scale())
 
-  // Split-KV partials; at least paged_attention_scratch_bytes(config,
-  // num_rows) bytes, 256-byte aligned, device. May be null when that is 0.
+  // Split-KV: the plan's split count (LayerSchedule::attention_splits) and
+  // the partials' scratch, at least paged_attention_scratch_bytes(config,
+  // num_rows, num_splits) bytes, 256-byte aligned, device; may be null when
+  // that is 0.
+  int32_t num_splits = 1;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
 
@@ -98,10 +101,11 @@ struct PagedAttentionParams {
 // for inconsistent params or too little scratch. Asynchronous on `stream`.
 void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t stream);
 
-// Scratch bytes launch_paged_attention needs for `rows` rows of a layer
-// (0 when no split is used). Depends only on the config and the row count,
-// so a plan can size it before seeing the step's contexts.
-size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows);
+// The split count for `rows` rows of a layer on a GPU of `sm_count` SMs,
+// and the scratch bytes its partials need (0 when no split is used). Both
+// depend only on shapes, so a plan sizes them before seeing the contexts.
+int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
+size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);
 
 // Zeroes output rows [row_begin, row_end) of a bf16 [*, H, D] tensor (strides
 // in elements); for callers that have no attention launch to fold it into.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/attention/fragments.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
 #include "cuda/attention/tiles.h"
@@ -109,21 +110,8 @@ __global__ void __launch_bounds__(attention_threads())
   const int r0 = lane / 4;
   const int c0 = (lane % 4) * 2;
   uint32_t qf[D / 16][4];
-  {
-    const uint16_t* q = p.query + t * p.query_row_stride + int64_t{g} * HPG * p.query_head_stride;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = r0 + (i & 1) * 8;
-        const int col = kk * 16 + c0 + (i >> 1) * 8;
-        qf[kk][i] =
-            row < HPG
-                ? __ldg(reinterpret_cast<const uint32_t*>(q + row * p.query_head_stride + col))
-                : 0u;
-      }
-    }
-  }
+  load_q<T>(p.query + t * p.query_row_stride + int64_t{g} * HPG * p.query_head_stride,
+            p.query_head_stride, lane, qf);
 
   float acc[D / 8][4];
 #pragma unroll
@@ -162,15 +150,13 @@ __global__ void __launch_bounds__(attention_threads())
           __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), tok));
       const bool v = (mask >> tok) & 1u;
       for (int c = lane; c < T::kChunks; c += 32) {
-        cp_async16(dst + tok * T::kRawPitch + c * 16, row + c * 16, v);
+        cp_async16(dst + stage_chunk_offset<T>(tok, c), row + c * 16, v);
       }
     }
     cp_async_commit();
     return mask;
   };
 
-  const int mi = lane / 8;
-  const int ri = lane % 8;
   uint32_t mask_cur = my_steps > 0 ? issue(warp, 0) : 0u;
   for (int32_t i = 0; i < my_steps; ++i) {
     const int stage = i & 1;
@@ -183,37 +169,10 @@ __global__ void __launch_bounds__(attention_threads())
     }
     __syncwarp();
     const unsigned char* rows = wbuf + stage * T::kStageBytes;
-    int pitch = T::kRawPitch;
-    if constexpr (T::kIsFp8) {
-      unsigned char* conv = wbuf + attention_stages() * T::kStageBytes;
-      constexpr int kUnits = 2 * D / 8;  // 8 fp8 values -> 8 bf16 per unit
-      for (int u = lane; u < keys_per_step() * kUnits; u += 32) {
-        const int tok = u / kUnits;
-        const int off = (u % kUnits) * 8;
-        const uint2 raw = *reinterpret_cast<const uint2*>(rows + tok * T::kRawPitch + off);
-        uint4 w;
-        w.x = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.x & 0xffffu));
-        w.y = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.x >> 16));
-        w.z = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.y & 0xffffu));
-        w.w = fp8x2_to_bf16x2(static_cast<uint16_t>(raw.y >> 16));
-        *reinterpret_cast<uint4*>(conv + tok * T::kRowPitch + off * 2) = w;
-      }
-      __syncwarp();
-      rows = conv;
-      pitch = T::kRowPitch;
-    }
-    const uint32_t base = smem_addr(rows);
 
     // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    const uint32_t k_addr = base + ((mi >> 1) * 8 + ri) * pitch + (mi & 1) * 16;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t b[4];
-      ldmatrix_x4(b, k_addr + kk * 32);
-      mma_bf16(s[0], qf[kk], b[0], b[1]);
-      mma_bf16(s[1], qf[kk], b[2], b[3]);
-    }
+    qk_step<T>(rows, lane, qf, s);
 
     // Online softmax in the log2 domain; rows r0 (e < 2) and r0 + 8.
     float tmax[2] = {-INFINITY, -INFINITY};
@@ -262,14 +221,7 @@ __global__ void __launch_bounds__(attention_threads())
     pa[1] = pack_bf16x2(s[0][2], s[0][3]);
     pa[2] = pack_bf16x2(s[1][0], s[1][1]);
     pa[3] = pack_bf16x2(s[1][2], s[1][3]);
-    const uint32_t v_addr = base + ((mi & 1) * 8 + ri) * pitch + 2 * D + (mi >> 1) * 16;
-#pragma unroll
-    for (int nd = 0; nd < D / 8; nd += 2) {
-      uint32_t b[4];
-      ldmatrix_x4_trans(b, v_addr + nd * 16);
-      mma_bf16(acc[nd], pa, b[0], b[1]);
-      mma_bf16(acc[nd + 1], pa, b[2], b[3]);
-    }
+    pv_step<T>(rows, lane, pa, acc);
     __syncwarp();
     mask_cur = mask_next;
   }
@@ -290,7 +242,9 @@ __global__ void __launch_bounds__(attention_threads())
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = r0 + (e >> 1) * 8;
-      if (row < HPG) mo[(warp * mma_rows() + row) * D + nd * 8 + c0 + (e & 1)] = acc[nd][e];
+      if (row < HPG) {
+        mo[(warp * mma_rows() + row) * D + output_column<T>(nd, e, lane % 4)] = acc[nd][e];
+      }
     }
   }
   if (lane % 4 == 0) {

@@ -18,19 +18,21 @@ struct Tile {
   static constexpr bool kIsFp8 = kFp8;
   static constexpr bool kIsCsa = kCsa;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
-  // One token row as stored (K || V) and as staged: raw, then bf16.
+  // One token row as stored (K || V) and as staged. bf16 rows are padded
+  // by 16 bytes (ldmatrix over 8 rows is then conflict free); fp8 rows are
+  // not padded but their 16-byte chunks are swizzled (fragments.cuh), so
+  // the same rows serve 16-byte loads of K and ldmatrix of V.
   static constexpr int kRawRowBytes = 2 * D * kElemBytes;
-  static constexpr int kRawPitch = smem_row_pitch(kRawRowBytes);
-  static constexpr int kRowPitch = smem_row_pitch(4 * D);
+  static constexpr int kRawPitch = kFp8 ? kRawRowBytes : smem_row_pitch(kRawRowBytes);
   static constexpr int kChunks = kRawRowBytes / 16;  // 16-byte cp.async per row
   static constexpr int kStageBytes = keys_per_step() * kRawPitch;
-  // fp8 pages are widened to bf16 in a per-warp buffer before ldmatrix.
-  static constexpr int kConvBytes = kFp8 ? keys_per_step() * kRowPitch : 0;
-  static constexpr int kWarpBytes = attention_stages() * kStageBytes + kConvBytes;
+  static constexpr int kWarpBytes = attention_stages() * kStageBytes;
   // The end-of-CTA merge reuses the stage buffers: per warp [16][D] acc and
   // [16][2] (m, l) in fp32.
   static constexpr int kMergeBytes = attention_warps() * mma_rows() * (D + 2) * 4;
   static constexpr int kBufferBytes = std::max(attention_warps() * kWarpBytes, kMergeBytes);
+  static_assert(!kFp8 || D % 64 == 0,
+                "fp8 rows swizzle 16-byte chunks in groups of 8: D must be a multiple of 64");
   static_assert(kRawRowBytes % 16 == 0, "token rows must be whole 16-byte chunks");
   static_assert(kBufferBytes % 16 == 0, "page list must start 16-byte aligned");
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
@@ -31,6 +32,25 @@ __device__ __forceinline__ uint8_t float_to_fp8_bits(float x) {
 __device__ __forceinline__ float fp8_bits_to_float(uint8_t v) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(v), __NV_E4M3);
   return __half2float(__half(h));
+}
+
+// Two e4m3 values in the low 16 bits of `two` (low byte first) as bf16x2,
+// exactly (every e4m3 value is a bf16 value): e4m3 -> f16 is a hardware
+// conversion; an e4m3-valued f16 (normal or zero) keeps its top
+// bits in bf16 once its exponent is rebased by 2^(127-15), which one bf16x2
+// multiply does exactly (zero stays zero).
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  const uint32_t x = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+  // Magnitude bits of each half, shifted from f16 (10 mantissa bits) to
+  // bf16 (7) positions; an e4m3 value has only 3 mantissa bits, so no bit is
+  // lost. The result is the value times 2^-112.
+  const uint32_t y = ((x >> 3) & 0x0fff0fffu) | (x & 0x80008000u);
+  __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&y);
+  const __nv_bfloat162 rebase = __floats2bfloat162_rn(5.192296858534828e33f, 5.192296858534828e33f);
+  v = __hmul2(v, rebase);  // x 2^112
+  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 }  // namespace step5::cuda

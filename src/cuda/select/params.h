@@ -17,8 +17,10 @@ struct SelectParams {
                                   // no row has C > K (never read then)
   int64_t scores_stride_t = 0;    // elements
   int64_t scores_stride_g = 0;
-  int32_t* selected = nullptr;    // i32 [num_rows, G, K] by launch row; not null
-  int64_t selected_stride_t = 0;  // elements
+  const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
+                                      // scores (score_key); null = found by one more pass
+  int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null
+  int64_t selected_stride_t = 0;      // elements
   int64_t selected_stride_g = 0;
   int32_t num_groups = 0;  // G (grid y)
   int32_t topk = 0;        // K

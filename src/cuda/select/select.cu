@@ -14,7 +14,11 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
                   "cuda backend select: num_kv_heads expected <= ", kMaxGridY, ", got ",
                   params.num_groups);
   const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(params.num_groups));
-  select_kernel<select_threads()><<<grid, select_threads(), 0, stream>>>(params);
+  auto* kernel = select_kernel<select_threads()>;
+  constexpr int smem = static_cast<int>(sizeof(SelectList));
+  STEP5_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<grid, select_threads(), smem, stream>>>(params);
   check_launch("select_kernel");
 }
 

@@ -1,34 +1,147 @@
 // One CTA per (row, group). With C <= K closed regions the row takes all of
-// them. Otherwise an exact radix select finds the K-th largest score key
-// (four 8-bit histogram passes in shared memory over order-preserving
-// uint keys), and one stable compaction in index order writes every region
-// above it plus the lowest-indexed regions equal to it: the output is
-// ascending and ties go to the lower index, as the reference's stable sort.
+// them. Otherwise, on order keys of the scores (larger score, larger key):
+//   1. bins by distance below the row's best key (fine near the top), a
+//      histogram in shared memory, and the threshold bin that holds the
+//      K-th key;
+//   2. one ordered pass keeps every region in a bin above the threshold
+//      bin and every candidate inside it, in index order, in shared memory;
+//   3. an exact radix select among the candidates finds the K-th key and how
+//      many regions equal to it are taken (the lowest-indexed ones);
+//   4. one ordered pass over the kept list writes the K regions ascending.
+// Bins are a monotone function of the key, so every region of a higher bin
+// beats every region of a lower one; the exact order inside the threshold
+// bin decides the rest, ties to the lower index, as the reference's stable
+// sort. When the threshold bin holds more candidates than shared memory
+// (massive ties), four radix passes and one compaction over global memory
+// decide instead.
 #pragma once
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
+#include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
 
 namespace step5::cuda {
 
-// Larger float -> larger key. +0 and -0 compare equal as floats, so both
-// map to the key of +0 (a relu'd score of 0 can come out as either sign).
-__device__ __forceinline__ uint32_t score_key(float x) {
-  uint32_t u = __float_as_uint(x == 0.0f ? 0.0f : x);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+// Distance bin of `key` below `best`: larger keys, larger bins.
+__device__ __forceinline__ int select_bin(uint32_t key, uint32_t best) {
+  const uint32_t d = key >= best ? 0u : best - key;
+  int g = static_cast<int>(d);
+  if (d >= 64u) {
+    const int e = 31 - __clz(d);  // 6..31
+    g = (e - 5) * 64 + static_cast<int>((d >> (e - 6)) & 63u);
+  }
+  return select_bins() - 1 - g;
+}
+
+// Smem of the select kernel beyond its static part: the kept list.
+struct SelectList {
+  uint32_t key[select_capacity()];
+  int32_t index[select_capacity()];
+};
+
+template <int kThreads>
+struct SelectShared {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  using Reduce = cub::BlockReduce<uint32_t, kThreads>;
+  union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } cub;
+  uint32_t hist[select_bins()];
+  uint32_t value[4];  // broadcast slots
+};
+
+// Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
+// key 0 with valid = false).
+template <int kItems>
+__device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_t i0, bool vector,
+                                          uint32_t (&key)[kItems]) {
+  if (vector && i0 + kItems <= C) {
+#pragma unroll
+    for (int v = 0; v < kItems / 4; ++v) {
+      const float4 x = *reinterpret_cast<const float4*>(scores + i0 + 4 * v);
+      key[4 * v] = score_key(x.x);
+      key[4 * v + 1] = score_key(x.y);
+      key[4 * v + 2] = score_key(x.z);
+      key[4 * v + 3] = score_key(x.w);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
+  }
+}
+
+// Warp 0 finds, over 2^bits bins counted from the top, the bin where the
+// running count reaches `need`; writes the bin and the count above it.
+template <int kBins>
+__device__ __forceinline__ void find_threshold(const uint32_t* hist, uint32_t need,
+                                               uint32_t* out_bin, uint32_t* out_above) {
+  constexpr int kPerLane = (kBins + 31) / 32;
+  const int lane = threadIdx.x;
+  uint32_t local = 0;
+  for (int k = 0; k < kPerLane; ++k) {
+    const int bin = kBins - 1 - lane * kPerLane - k;
+    if (bin >= 0) local += hist[bin];
+  }
+  uint32_t inclusive = local;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += up;
+  }
+  const uint32_t before = inclusive - local;
+  if (before < need && inclusive >= need) {
+    uint32_t above = before;
+    for (int k = 0; k < kPerLane; ++k) {
+      const int bin = kBins - 1 - lane * kPerLane - k;
+      if (bin < 0) break;
+      if (above + hist[bin] >= need) {
+        *out_bin = static_cast<uint32_t>(bin);
+        *out_above = above;
+        break;
+      }
+      above += hist[bin];
+    }
+  }
+}
+
+// Radix select of the need-th largest key among the keys `for_each` visits
+// (MSB first, 8-bit digits). Returns the key; `need` becomes how many keys
+// equal to it belong to the top.
+template <int kThreads, class ForEach>
+__device__ uint32_t radix_select(SelectShared<kThreads>& sh, uint32_t& need, ForEach for_each) {
+  constexpr int kRadix = 1 << select_radix_bits();
+  uint32_t prefix = 0;
+  for (int shift = 32 - select_radix_bits(); shift >= 0; shift -= select_radix_bits()) {
+    for (int b = threadIdx.x; b < kRadix; b += kThreads) sh.hist[b] = 0;
+    __syncthreads();
+    const uint32_t high_mask =
+        shift + select_radix_bits() >= 32 ? 0u : ~0u << (shift + select_radix_bits());
+    for_each([&](uint32_t key) {
+      if ((key & high_mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & (kRadix - 1)], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) find_threshold<kRadix>(sh.hist, need, &sh.value[0], &sh.value[1]);
+    __syncthreads();
+    prefix |= sh.value[0] << shift;
+    need -= sh.value[1];
+    __syncthreads();
+  }
+  return prefix;
 }
 
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
-  constexpr int kBins = 1 << select_radix_bits();
-  constexpr int kBinsPerLane = kBins / 32;
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ uint32_t hist[kBins];
-  __shared__ uint32_t shared_prefix, shared_need;
-  __shared__ uint32_t carry_gt, carry_eq;
+  constexpr int kItems = select_items();
+  constexpr int kBins = select_bins();
+  using Shared = SelectShared<kThreads>;
+  using Scan = typename Shared::Scan;
+  __shared__ Shared sh;
+  extern __shared__ unsigned char list_raw[];
+  SelectList& list = *reinterpret_cast<SelectList*>(list_raw);
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
@@ -41,77 +154,142 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     return;
   }
   const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+  const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
+  constexpr int kStep = kThreads * kItems;
+  const int32_t mine = static_cast<int32_t>(threadIdx.x) * kItems;
 
-  // Radix select, most significant digit first: `prefix` holds the digits
-  // of the K-th key found so far, `need` how many keys with that prefix
-  // still belong to the top K.
-  uint32_t prefix = 0, need = static_cast<uint32_t>(p.topk);
-  for (int shift = 32 - select_radix_bits(); shift >= 0; shift -= select_radix_bits()) {
-    for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
-    __syncthreads();
-    const uint32_t high_mask =
-        shift + select_radix_bits() >= 32 ? 0u : ~0u << (shift + select_radix_bits());
-    for (int32_t j = threadIdx.x; j < closed; j += kThreads) {
-      const uint32_t key = score_key(scores[j]);
-      if ((key & high_mask) == prefix) atomicAdd(&hist[(key >> shift) & (kBins - 1)], 1u);
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {
-      // Lane l owns bins from the top: kBins-1-l*kBinsPerLane downwards.
-      const int lane = threadIdx.x;
-      uint32_t local = 0;
+  // The row's best key: from the indexer, or one pass here.
+  uint32_t best;
+  if (p.row_max != nullptr) {
+    best = p.row_max[local_row * p.num_groups + g];
+  } else {
+    uint32_t m = 0;
+    for (int32_t base = 0; base < closed; base += kStep) {
+      uint32_t key[kItems];
+      load_keys<kItems>(scores, closed, base + mine, vector, key);
 #pragma unroll
-      for (int k = 0; k < kBinsPerLane; ++k) local += hist[kBins - 1 - lane * kBinsPerLane - k];
-      uint32_t inclusive = local;
-#pragma unroll
-      for (int offset = 1; offset < 32; offset *= 2) {
-        const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-        if (lane >= offset) inclusive += up;
-      }
-      const uint32_t before = inclusive - local;  // keys in higher bins than this lane's
-      if (before < need && inclusive >= need) {
-        uint32_t above = before;
-        for (int k = 0; k < kBinsPerLane; ++k) {
-          const int bin = kBins - 1 - lane * kBinsPerLane - k;
-          if (above + hist[bin] >= need) {
-            shared_prefix = prefix | (static_cast<uint32_t>(bin) << shift);
-            shared_need = need - above;
-            break;
-          }
-          above += hist[bin];
-        }
-      }
+      for (int k = 0; k < kItems; ++k) m = max(m, key[k]);
     }
+    m = typename Shared::Reduce(sh.cub.reduce).Reduce(m, [](uint32_t a, uint32_t b) { return max(a, b); });
+    if (threadIdx.x == 0) sh.value[2] = m;
     __syncthreads();
-    prefix = shared_prefix;
-    need = shared_need;
+    best = sh.value[2];
   }
 
-  // Stable compaction: position of region j = (#keys > kth before j) +
-  // min(#keys == kth before j, need). Counts are packed gt << 16 | eq per
-  // tile (at most kThreads < 2^16 each), carried across tiles.
-  if (threadIdx.x == 0) carry_gt = carry_eq = 0;
+  // 1. Histogram of distance bins; runs of one bin within a thread's items
+  // are added at once (ties are common: relu'd zeros).
+  for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
   __syncthreads();
-  for (int32_t base = 0; base < closed; base += kThreads) {
-    const int32_t j = base + threadIdx.x;
-    uint32_t flags = 0;
-    if (j < closed) {
-      const uint32_t key = score_key(scores[j]);
-      flags = key > prefix ? (1u << 16) : key == prefix ? 1u : 0u;
+  for (int32_t base = 0; base < closed; base += kStep) {
+    uint32_t key[kItems];
+    load_keys<kItems>(scores, closed, base + mine, vector, key);
+    int run_bin = -1;
+    uint32_t run = 0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      if (base + mine + k >= closed) break;
+      const int bin = select_bin(key[k], best);
+      if (bin != run_bin) {
+        if (run > 0) atomicAdd(&sh.hist[run_bin], run);
+        run_bin = bin;
+        run = 0;
+      }
+      ++run;
     }
+    if (run > 0) atomicAdd(&sh.hist[run_bin], run);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    find_threshold<kBins>(sh.hist, static_cast<uint32_t>(p.topk), &sh.value[0], &sh.value[1]);
+  }
+  __syncthreads();
+  const int threshold = static_cast<int>(sh.value[0]);
+  const uint32_t above = sh.value[1];
+  const uint32_t kept = above + sh.hist[threshold];
+  uint32_t need = static_cast<uint32_t>(p.topk) - above;
+
+  uint32_t kth;
+  int32_t entries = 0;
+  if (kept <= static_cast<uint32_t>(select_capacity())) {
+    // 2. Ordered pass: every region in a bin >= the threshold bin.
+    uint32_t carry = 0;
+    for (int32_t base = 0; base < closed; base += kStep) {
+      uint32_t key[kItems];
+      load_keys<kItems>(scores, closed, base + mine, vector, key);
+      uint32_t flags = 0, count = 0;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const bool keep = base + mine + k < closed && select_bin(key[k], best) >= threshold;
+        flags |= keep ? 1u << k : 0u;
+        count += keep ? 1u : 0u;
+      }
+      uint32_t before = 0, total = 0;
+      __syncthreads();  // the scan storage is reused
+      Scan(sh.cub.scan).ExclusiveSum(count, before, total);
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        if ((flags >> k) & 1u) {
+          list.key[carry + before] = key[k];
+          list.index[carry + before] = base + mine + k;
+          ++before;
+        }
+      }
+      carry += total;
+    }
+    entries = static_cast<int32_t>(carry);
+    __syncthreads();
+    // 3. The K-th key among the candidates of the threshold bin.
+    kth = radix_select<kThreads>(sh, need, [&](auto&& visit) {
+      for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
+        const uint32_t key = list.key[i];
+        if (select_bin(key, best) == threshold) visit(key);
+      }
+    });
+  } else {
+    // Massive ties: exact radix select over all of the row's keys in global
+    // memory (need counts from the top of the whole row).
+    need = static_cast<uint32_t>(p.topk);
+    kth = radix_select<kThreads>(sh, need, [&](auto&& visit) {
+      for (int32_t base = 0; base < closed; base += kStep) {
+        uint32_t key[kItems];
+        load_keys<kItems>(scores, closed, base + mine, vector, key);
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+          if (base + mine + k < closed) visit(key[k]);
+        }
+      }
+    });
+  }
+
+  // 4. Stable compaction: region j goes to (#keys > kth before j) +
+  // min(#keys == kth before j, need). Counts are packed gt << 16 | eq per
+  // step (at most kThreads * kItems < 2^16 each) and carried across steps.
+  uint32_t carry_gt = 0, carry_eq = 0;
+  auto emit = [&](uint32_t key, int32_t j, bool valid) {
+    const uint32_t flags = !valid ? 0u : key > kth ? (1u << 16) : key == kth ? 1u : 0u;
     uint32_t exclusive = 0, total = 0;
-    Scan(scan_storage).ExclusiveSum(flags, exclusive, total);
+    __syncthreads();
+    Scan(sh.cub.scan).ExclusiveSum(flags, exclusive, total);
     const uint32_t gt_before = carry_gt + (exclusive >> 16);
     const uint32_t eq_before = carry_eq + (exclusive & 0xffffu);
     if ((flags >> 16) != 0 || ((flags & 1u) != 0 && eq_before < need)) {
       out[gt_before + min(eq_before, need)] = j;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      carry_gt += total >> 16;
-      carry_eq += total & 0xffffu;
+    carry_gt += total >> 16;
+    carry_eq += total & 0xffffu;
+  };
+  if (kept <= static_cast<uint32_t>(select_capacity())) {
+    for (int32_t base = 0; base < entries; base += kThreads) {
+      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+      const bool valid = i < entries;
+      emit(valid ? list.key[i] : 0u, valid ? list.index[i] : -1, valid);
     }
-    __syncthreads();
+  } else {
+    for (int32_t base = 0; base < closed; base += kThreads) {
+      const int32_t j = base + static_cast<int32_t>(threadIdx.x);
+      const bool valid = j < closed;
+      emit(valid ? score_key(scores[j]) : 0u, j, valid);
+    }
   }
 }
 

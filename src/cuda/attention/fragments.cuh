@@ -1,0 +1,160 @@
+// Register fragments of the paged attention mainloop, per storage format:
+// where a staged token row's 16-byte chunks live, the Q fragments, the
+// S = Q K^T and O += P V steps of one 16-key step, and which output column
+// an accumulator holds.
+//
+// bf16 KV: ldmatrix (K) and ldmatrix.trans (V) on padded rows, identity
+// column order.
+//
+// fp8 KV: no second shared-memory pass. Rows are staged raw and converted
+// to bf16 in registers (cuda::e4m3x2_to_bf16x2, exact):
+//   - K: the head dimension is permuted consistently in Q and K (a dot
+//     product does not care about the order of its terms): for thread
+//     t = lane % 4 and k-step kk of atom i = kk / 4, s = kk % 4, MMA
+//     columns 2t, 2t+1 hold d = 64 i + 16 t + 4 s + {0, 1} and columns
+//     2t+8, 2t+9 hold d + 2, d + 3. One 16-byte load of a key row then
+//     gives the thread its B fragments for four k-steps.
+//   - V: ldmatrix.trans on the fp8 rows read as b16 pairs (d, d+1) gives
+//     thread (g, t) the bytes V[2t][d], V[2t][d+1], V[2t+1][d],
+//     V[2t+1][d+1] with d = d0 + 2g; bytes (0, 2) are its B fragment for
+//     the output tile of even d, bytes (1, 3) for the tile of odd d. Output
+//     tile 2m + parity holds d = 16 m + 2 n + parity, n = 0..7.
+//   - Chunk c of key row r is stored at chunk c ^ f(r % 8) (within its
+//     group of 8), f(r) = r ^ 4 (r & 1): the 8 rows of an ldmatrix land in
+//     8 bank groups, and so do the 16-byte K loads of rows 2m, 2m+1 by
+//     threads t = 0..3.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/attention/ptx.cuh"
+#include "cuda/attention/tiles.h"
+#include "cuda/common/numerics.cuh"
+
+namespace step5::cuda::attn {
+
+// Byte offset of 16-byte chunk `c` of staged token row `row`.
+template <class T>
+__device__ __forceinline__ int stage_chunk_offset(int row, int c) {
+  if constexpr (T::kIsFp8) {
+    const int r = row & 7;
+    const int f = r ^ ((r & 1) << 2);
+    return row * T::kRawPitch + ((c & ~7) | ((c & 7) ^ f)) * 16;
+  } else {
+    return row * T::kRawPitch + c * 16;
+  }
+}
+
+// Head dimension element held by A/B fragment register `i` (0..3, as in
+// mma.sync m16n8k16: i & 2 selects the upper 8 columns) of k-step kk for
+// thread t, first of the pair.
+template <class T>
+__device__ __forceinline__ int fragment_column(int kk, int i, int t) {
+  if constexpr (T::kIsFp8) {
+    return 64 * (kk / 4) + 16 * t + 4 * (kk % 4) + (i >> 1) * 2;
+  } else {
+    return kk * 16 + 2 * t + (i >> 1) * 8;
+  }
+}
+
+// Q of the group's heads as A fragments; rows >= HPG are zero.
+template <class T>
+__device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, int lane,
+                                       uint32_t (&qf)[T::kDim / 16][4]) {
+  const int r0 = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < T::kDim / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = r0 + (i & 1) * 8;
+      const int col = fragment_column<T>(kk, i, t);
+      qf[kk][i] = row < T::kHeads
+                      ? __ldg(reinterpret_cast<const uint32_t*>(q + row * head_stride + col))
+                      : 0u;
+    }
+  }
+}
+
+// s[nt] = Q K^T for the step's keys 8 nt .. 8 nt + 7 (nt = 0, 1).
+template <class T>
+__device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
+                                        const uint32_t (&qf)[T::kDim / 16][4], float (&s)[2][4]) {
+  constexpr int D = T::kDim;
+  if constexpr (T::kIsFp8) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int key = 8 * nt + g;
+#pragma unroll
+      for (int i = 0; i < D / 64; ++i) {
+        const uint4 x = *reinterpret_cast<const uint4*>(rows + stage_chunk_offset<T>(key, 4 * i + t));
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int sk = 0; sk < 4; ++sk) {
+          mma_bf16(s[nt], qf[4 * i + sk], cuda::e4m3x2_to_bf16x2(w[sk]),
+                   cuda::e4m3x2_to_bf16x2(w[sk] >> 16));
+        }
+      }
+    }
+  } else {
+    const int mi = lane / 8, ri = lane % 8;
+    const uint32_t k_addr =
+        smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_addr + kk * 32);
+      mma_bf16(s[0], qf[kk], b[0], b[1]);
+      mma_bf16(s[1], qf[kk], b[2], b[3]);
+    }
+  }
+}
+
+// acc += P V over the step's 16 keys; pa is P as an A fragment.
+template <class T>
+__device__ __forceinline__ void pv_step(const unsigned char* rows, int lane, const uint32_t (&pa)[4],
+                                        float (&acc)[T::kDim / 8][4]) {
+  constexpr int D = T::kDim;
+  const int mi = lane / 8, ri = lane % 8;
+  if constexpr (T::kIsFp8) {
+    // Matrix mi: keys 8 (mi & 1) .. +7 at d0 = 16 (m + (mi >> 1)); V starts
+    // at byte D of the row, chunk D / 16 + d0 / 16.
+    const int key = (mi & 1) * 8 + ri;
+#pragma unroll
+    for (int m = 0; m < D / 16; m += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, smem_addr(rows + stage_chunk_offset<T>(key, D / 16 + m + (mi >> 1))));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t lo = b[2 * h], hi = b[2 * h + 1];  // keys 0-7, keys 8-15
+        const int tile = 2 * (m + h);
+        mma_bf16(acc[tile], pa, cuda::e4m3x2_to_bf16x2(__byte_perm(lo, 0, 0x0020)),
+                 cuda::e4m3x2_to_bf16x2(__byte_perm(hi, 0, 0x0020)));
+        mma_bf16(acc[tile + 1], pa, cuda::e4m3x2_to_bf16x2(__byte_perm(lo, 0, 0x0031)),
+                 cuda::e4m3x2_to_bf16x2(__byte_perm(hi, 0, 0x0031)));
+      }
+    }
+  } else {
+    const uint32_t v_addr =
+        smem_addr(rows) + ((mi & 1) * 8 + ri) * T::kRawPitch + 2 * D + (mi >> 1) * 16;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; nd += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, v_addr + nd * 16);
+      mma_bf16(acc[nd], pa, b[0], b[1]);
+      mma_bf16(acc[nd + 1], pa, b[2], b[3]);
+    }
+  }
+}
+
+// Head dimension element of accumulator acc[nd][e] for thread t.
+template <class T>
+__device__ __forceinline__ int output_column(int nd, int e, int t) {
+  if constexpr (T::kIsFp8) {
+    return 16 * (nd / 2) + 2 * (2 * t + (e & 1)) + (nd & 1);
+  } else {
+    return nd * 8 + 2 * t + (e & 1);
+  }
+}
+
+}  // namespace step5::cuda::attn

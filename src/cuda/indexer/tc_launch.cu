@@ -1,0 +1,72 @@
+#include "cuda/indexer/tc_launch.h"
+
+#include "core/check.h"
+#include "cuda/common/check.h"
+#include "cuda/common/dispatch.h"
+#include "cuda/indexer/tc_kernel.cuh"
+
+namespace step5::cuda {
+
+size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests) {
+  // 1024 bytes of slack to align the base for the swizzled query atoms.
+  return tc::indexer_smem_layout(tile_n, index_dim, summary_bytes, num_requests).total + 1024u;
+}
+
+bool indexer_tc_supports(const LayerConfig& c) {
+  return c.index_heads <= indexer_tc_heads() && c.index_dim % 64 == 0 &&
+         c.index_dim <= indexer_tc_max_index_dim();
+}
+
+namespace {
+
+template <class F>
+void with_kernel(int tile_n, DType summary_dtype, F&& f) {
+  dispatch_storage(summary_dtype, "summary_dtype", [&](auto tag) {
+    using S = decltype(tag);
+    switch (tile_n) {
+      case 32: f(tc::indexer_tc_kernel<32, S>); return;
+      case 64: f(tc::indexer_tc_kernel<64, S>); return;
+      case 128: f(tc::indexer_tc_kernel<128, S>); return;
+      case 256: f(tc::indexer_tc_kernel<256, S>); return;
+      default:
+        detail::fail(ErrorCode::invalid_argument,
+                     detail::concat("cuda backend indexer: tile N expected 32, 64, 128 or 256, "
+                                    "got ",
+                                    tile_n));
+    }
+  });
+}
+
+}  // namespace
+
+int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
+  int blocks = 0;
+  with_kernel(tile_n, summary_dtype, [&](auto* kernel) {
+    STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    STEP5_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, kernel, indexer_tc_threads(), smem));
+  });
+  return blocks;
+}
+
+void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_smem,
+                       cudaStream_t stream) {
+  const int bytes = summary_dtype == DType::fp8_e4m3 ? 1 : 2;
+  const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests);
+  detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 &&
+                      p.index_heads <= indexer_tc_heads() && p.index_dim % 64 == 0,
+                  ErrorCode::invalid_argument,
+                  "cuda backend indexer: the plan's tensor-core schedule does not fit this "
+                  "launch (smem ",
+                  smem, " of ", max_smem, ", ctas ", p.ctas, ", rows per unit ", p.rows_per_unit,
+                  "); plan the step with the backend that runs it");
+  with_kernel(p.tile_n, summary_dtype, [&](auto* kernel) {
+    STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(smem)));
+    kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_threads(), smem, stream>>>(p);
+  });
+  check_launch("indexer_tc_kernel");
+}
+
+}  // namespace step5::cuda

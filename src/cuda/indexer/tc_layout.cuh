@@ -1,0 +1,91 @@
+// Layouts of the tensor-core indexer: its shared memory, the order of the
+// index-query columns in a tile, and the permutation of the Di dimension
+// that lets each thread read its A fragments (summaries) as whole 16-byte
+// vectors.
+//
+// Di permutation. A dot product does not care in which order its terms are
+// summed, so the k position kappa of the MMA holds element pi(kappa) of
+// both operands. For thread t = lane % 4, k-step kk (16 wide) of atom
+// a = kk / 4 (64 wide), s = kk % 4:
+//   pi(16 kk + 2t + e)     = 64 a + 16 t + 4 s + e        (A regs 0, 1)
+//   pi(16 kk + 8 + 2t + e) = 64 a + 16 t + 4 s + 2 + e    (A regs 2, 3)
+// so the 16 values [64 a + 16 t, +16) of a summary row are exactly the A
+// fragments of thread t for the four k-steps of atom a. The index queries
+// are stored in shared memory under the same permutation.
+//
+// Tile columns. N = 4 x P with P = (query rows x G) padded to 8: column
+// n = h * P + slot holds index head h of slot = row * G + group. Thread t
+// then holds, for slot 8 jj + 2 t + e, the columns of all four heads at
+// accumulator j = h * P / 8 + jj.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/heuristics.h"
+
+namespace step5::cuda::tc {
+
+// Shared memory of one CTA; byte offsets from a 1024-byte aligned base.
+// Sizes depend on N, Di and R at run time, so this is a layout computed
+// once per launch rather than a struct of arrays.
+struct IndexerSmem {
+  uint32_t query;    // bf16 B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
+  uint32_t stages;   // summary tiles: [stages][64 regions][Di * summary bytes], swizzled
+  uint32_t weight;   // f32 [4 heads][P slots]: index_weight, 0 for padding
+  uint32_t closed;   // i32 [P]: closed regions of each slot's row, 0 = not scored
+  uint32_t out_row;  // i64 [P]: element offset of each slot's scores row
+  uint32_t row_max;  // u32 [P]: best order key of each slot in this block
+  uint32_t max_index;  // i32 [P]: each slot's entry of IndexerParams::row_max
+  uint32_t prefix;   // i32 [R + 1]: work tiles before request r
+  uint32_t cmax;     // i32 [R]: regions the request's rows need scored
+  uint32_t total;    // bytes from the aligned base
+  uint32_t tile_bytes;
+};
+
+__host__ __device__ inline uint32_t align_to(uint32_t x, uint32_t a) {
+  return (x + a - 1) / a * a;
+}
+
+__host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index_dim,
+                                                           int summary_bytes, int num_requests) {
+  const uint32_t slots = static_cast<uint32_t>(tile_n / indexer_tc_heads());
+  IndexerSmem s{};
+  s.query = 0;
+  s.tile_bytes = static_cast<uint32_t>(indexer_tc_tile_regions() * index_dim * summary_bytes);
+  s.stages = align_to(static_cast<uint32_t>(tile_n * index_dim * 2), 1024);
+  s.weight = s.stages + static_cast<uint32_t>(indexer_tc_stages()) * s.tile_bytes;
+  s.closed = s.weight + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
+  s.out_row = align_to(s.closed + slots * 4u, 8);
+  s.row_max = s.out_row + slots * 8u;
+  s.max_index = s.row_max + slots * 4u;
+  s.prefix = s.max_index + slots * 4u;
+  s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
+  s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
+  return s;
+}
+
+// The 16-byte chunk of summary row `row` that holds logical chunk `chunk`:
+// rows of one parity are shifted so the 8 lanes of a shared-memory phase
+// (rows g, g+1, threads t = 0..3) hit 8 different bank groups.
+template <bool kFp8>
+__device__ __forceinline__ int summary_chunk(int row, int chunk) {
+  return chunk ^ ((row & 1) * (kFp8 ? 4 : 1));
+}
+
+// Byte offset of the bf16 pair at (row n, permuted k position kappa, even)
+// inside the query operand (tile_n rows per atom).
+__device__ __forceinline__ uint32_t query_offset(int tile_n, int n, int kappa) {
+  const int atom = kappa / 64, in_atom = kappa % 64;
+  return static_cast<uint32_t>(atom * tile_n * 128 + n * 128 +
+                               (((in_atom / 8) ^ (n % 8)) * 16) + (in_atom % 8) * 2);
+}
+
+// Permuted k position of the pair of elements (d, d + 1) of the source
+// rows, d even (see the permutation above).
+__device__ __forceinline__ int kappa_of(int d) {
+  const int atom = d / 64, r = d % 64;
+  const int t = r / 16, s = (r % 16) / 4, u = d % 4;  // u is 0 or 2
+  return atom * 64 + 16 * s + (u == 0 ? 2 * t : 8 + 2 * t);
+}
+
+}  // namespace step5::cuda::tc

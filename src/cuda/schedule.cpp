@@ -1,0 +1,81 @@
+#include "cuda/schedule.h"
+
+#include <algorithm>
+
+#include "cuda/attention/launch.h"
+#include "cuda/heuristics.h"
+#include "cuda/indexer/params.h"
+#include "cuda/indexer/tc_launch.h"
+
+namespace step5::cuda {
+
+namespace {
+
+// Most query rows any request has inside one scoring chunk.
+int64_t max_rows_per_request(const StepPlan& plan) {
+  if (plan.kind == StepKind::uniform) return plan.query_len;
+  int64_t most = 0;
+  for (int32_t r = 0; r < plan.num_requests; ++r) {
+    const auto i = static_cast<size_t>(r);
+    most = std::max<int64_t>(most, plan.query_start[i + 1] - plan.query_start[i]);
+  }
+  return std::min(most, plan.chunk_rows);
+}
+
+// Fills the tensor-core indexer's work shape, or leaves the generic path.
+void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c,
+                      LayerSchedule& s) {
+  bool scored = false;
+  for (const ScoreChunk& chunk : plan.chunks) scored = scored || chunk.columns > c.topk;
+  if (!scored) {
+    s.indexer = IndexerPath::none;
+    return;
+  }
+  s.indexer = IndexerPath::generic;
+  const int G = c.num_kv_heads;
+  const int heads = indexer_tc_heads();
+  const int max_slots = 256 / heads;  // wgmma N <= 256
+  if (!indexer_tc_supports(c) || G > max_slots ||
+      plan.num_requests > indexer_tc_max_requests()) {
+    return;
+  }
+  // Slots (rows x G) padded to a power of two >= 8 so N is 32..256; a
+  // request's rows go into as few blocks as possible (each block reads the
+  // request's summaries once).
+  const int64_t rows = std::max<int64_t>(1, max_rows_per_request(plan));
+  int slots = 8;
+  while (slots < max_slots && slots < rows * G) slots *= 2;
+  const int summary_bytes = c.summary_dtype == DType::fp8_e4m3 ? 1 : 2;
+  // Fewer slots when the query operand would not fit next to the stages
+  // (2 KB kept for the kernel's static shared memory).
+  const size_t budget = device.max_smem_per_block - 2048;
+  while (slots >= 8 && indexer_tc_smem_bytes(slots * heads, c.index_dim, summary_bytes,
+                                             plan.num_requests) > budget) {
+    slots /= 2;
+  }
+  if (slots < 8 || slots < G) return;
+  s.indexer = IndexerPath::tensor_core;
+  s.indexer_tile_n = slots * heads;
+  s.indexer_rows_per_unit = static_cast<int32_t>(std::min<int64_t>(rows, slots / G));
+  // A persistent grid: as many CTAs as fit on the device at once.
+  const size_t smem = indexer_tc_smem_bytes(s.indexer_tile_n, c.index_dim, summary_bytes,
+                                            plan.num_requests);
+  const int per_sm =
+      indexer_tc_ctas_per_sm(s.indexer_tile_n, c.summary_dtype, smem);
+  s.indexer_ctas = device.sm_count * std::max(1, per_sm);
+}
+
+}  // namespace
+
+LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
+                             const LayerConfig& c) {
+  LayerSchedule s;
+  // CSA attention runs once per scoring chunk, SWA once over the step.
+  const int64_t rows = c.kind == LayerKind::csa ? plan.chunk_rows : plan.num_tokens;
+  s.attention_splits = paged_attention_splits(c, rows, device.sm_count);
+  s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
+  if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
+  return s;
+}
+
+}  // namespace step5::cuda
