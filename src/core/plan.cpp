@@ -35,10 +35,9 @@ bool same_shape(const LayerConfig& a, const LayerConfig& b) {
   return a.kind == b.kind && a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
          a.head_size == b.head_size && a.block_size == b.block_size &&
          a.spec_tokens == b.spec_tokens && a.kv_dtype == b.kv_dtype &&
-         (a.kind == LayerKind::csa
-              ? a.index_heads == b.index_heads && a.index_dim == b.index_dim &&
-                    a.topk == b.topk && a.summary_dtype == b.summary_dtype
-              : a.window == b.window);
+         (a.kind == LayerKind::csa ? a.index_heads == b.index_heads && a.index_dim == b.index_dim &&
+                                         a.topk == b.topk && a.summary_dtype == b.summary_dtype
+                                   : a.window == b.window);
 }
 
 std::string describe_view(const TensorView& v) {
@@ -51,22 +50,21 @@ std::string describe_view(const TensorView& v) {
 void check_meta_vector(const TensorView& v, const char* what, DType dtype, int64_t min_len) {
   require(v.present() && v.rank == 1 && v.dtype == dtype, kBad, what, ": expected a ",
           dtype_name(dtype), " vector of at least ", min_len, " entries, got ", describe_view(v));
-  require(v.shape[0] >= min_len, kBad, what, ": dim 0 expected >= ", min_len, ", got ",
-          v.shape[0]);
+  require(v.shape[0] >= min_len, kBad, what, ": dim 0 expected >= ", min_len, ", got ", v.shape[0]);
   require(v.stride[0] == 1, kBad, what, ": stride expected 1 (contiguous), got ", v.stride[0]);
 }
 
 void check_block_table_view(const TensorView& v, int32_t R) {
   require(v.present() && v.rank == 2 && v.dtype == DType::i32, kBad,
           "step.block_table: expected an i32 tensor [R, max_blocks], got ", describe_view(v));
-  require(v.shape[0] >= R, kBad, "step.block_table: dim 0 expected >= num_requests (", R,
-          "), got ", v.shape[0]);
+  require(v.shape[0] >= R, kBad, "step.block_table: dim 0 expected >= num_requests (", R, "), got ",
+          v.shape[0]);
   require(v.shape[1] >= 0 && v.shape[1] < (int64_t{1} << 31), kBad,
           "step.block_table: dim 1 expected in [0, 2^31), got ", v.shape[1]);
   require(v.stride[1] == 1, kBad, "step.block_table: stride[1] expected 1, got ", v.stride[1]);
-  require(v.shape[0] <= 1 || (v.stride[0] >= v.shape[1] && v.stride[0] < (int64_t{1} << 40)),
-          kBad, "step.block_table: stride[0] expected in [max_blocks (", v.shape[1],
-          "), 2^40), got ", v.stride[0]);
+  require(v.shape[0] <= 1 || (v.stride[0] >= v.shape[1] && v.stride[0] < (int64_t{1} << 40)), kBad,
+          "step.block_table: stride[0] expected in [max_blocks (", v.shape[1], "), 2^40), got ",
+          v.stride[0]);
 }
 
 // Per-request lengths and per-row request / position.
@@ -97,8 +95,8 @@ void read_rows(const StepDesc& step, int spec_tokens, int block_size, StepPlan& 
     const int32_t len = plan.seq_len[i];
     require(q >= 0, kBad, "step.query_start_loc: expected non-decreasing, got [", r,
             "]=", plan.query_start[i], " > [", r + 1, "]=", plan.query_start[i + 1]);
-    require(len >= q, kBad, "step.seq_lens[", r, "]: expected >= the request's query length (",
-            q, "), got ", len);
+    require(len >= q, kBad, "step.seq_lens[", r, "]: expected >= the request's query length (", q,
+            "), got ", len);
     require(len <= capacity, ErrorCode::out_of_range, "step.seq_lens[", r,
             "]: the sequence is longer than its block table: expected <= max_blocks (",
             plan.max_blocks, ") * block_size (", block_size, ") = ", capacity, ", got ", len);
@@ -122,8 +120,8 @@ void read_rows(const StepDesc& step, int spec_tokens, int block_size, StepPlan& 
       plan.row_position[static_cast<size_t>(t)] = first_position + (t - begin);
     }
     if (end > begin) {
-      plan.max_closed = std::max(plan.max_closed, detail::closed_regions(first_position + end -
-                                                                         begin - 1));
+      plan.max_closed =
+          std::max(plan.max_closed, detail::closed_regions(first_position + end - begin - 1));
     }
   }
 }
@@ -161,8 +159,8 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
       for (int64_t t = 0; t < n; ++t) {
         const int32_t r = plan.row_request[static_cast<size_t>(t)];
         const int32_t p = plan.row_position[static_cast<size_t>(t)];
-        const int64_t want = int64_t{table[r * stride + p / block_size]} * block_size +
-                             p % block_size;
+        const int64_t want =
+            int64_t{table[r * stride + p / block_size]} * block_size + p % block_size;
         require(slots[t] == want, kBad, "step.slot_mapping[", t, "]: expected block_table[", r,
                 "][", p / block_size, "] * ", block_size, " + ", p % block_size, " = ", want,
                 " for position ", p, " of request ", r, ", got ", slots[t]);
@@ -201,10 +199,10 @@ void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& opti
   if (options.max_context > 0) {
     planned_closed = std::max<int64_t>(planned_closed, options.max_context / kRegionSize);
   }
-  plan.score_stride = any_csa && planned_closed > 0
-                          ? static_cast<int32_t>(detail::align_up(
-                                static_cast<size_t>(planned_closed), 4))
-                          : 0;
+  plan.score_stride =
+      any_csa && planned_closed > 0
+          ? static_cast<int32_t>(detail::align_up(static_cast<size_t>(planned_closed), 4))
+          : 0;
   plan.chunk_rows = std::max<int64_t>(n, 1);
   if (plan.score_stride > 0) {
     const size_t row_bytes =
@@ -220,8 +218,8 @@ void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& opti
       chunk.columns = plan.score_stride;
     } else {
       for (int64_t t = chunk.rows.begin; t < chunk.rows.end; ++t) {
-        chunk.columns = std::max(
-            chunk.columns, detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
+        chunk.columns = std::max(chunk.columns,
+                                 detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
       }
     }
     plan.chunks.push_back(chunk);
@@ -293,8 +291,7 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
           step.num_output_rows);
   require(options.max_context >= 0 && options.max_context <= std::numeric_limits<int32_t>::max(),
           kBad, "plan options.max_context: expected 0..2^31-1 tokens, got ", options.max_context);
-  require(options.max_score_bytes > 0, kBad,
-          "plan options.max_score_bytes: expected > 0, got 0");
+  require(options.max_score_bytes > 0, kBad, "plan options.max_score_bytes: expected > 0, got 0");
 
   // One step has one slot mapping and one block table, so every layer it
   // serves shares the block size.

@@ -117,8 +117,8 @@ class CudaBackend final : public Backend {
     // (no row with C > K) the generic path serves the single operation.
     const IndexerPath path =
         schedule.indexer == IndexerPath::none ? IndexerPath::generic : schedule.indexer;
-    const ScoreTarget target{static_cast<float*>(scores.data), scores.stride[0],
-                             scores.stride[1], static_cast<int32_t>(scores.shape[2]), nullptr};
+    const ScoreTarget target{static_cast<float*>(scores.data), scores.stride[0], scores.stride[1],
+                             static_cast<int32_t>(scores.shape[2]), nullptr};
     const IndexerParams p =
         indexer_params(config, schedule, step, row_meta(step, plan, nullptr), rows, index_query,
                        index_weight, summaries, target, /*skip_topk=*/-1);

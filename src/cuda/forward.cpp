@@ -47,8 +47,8 @@ void validate_layer_outputs(const LayerConfig& config, const StepPlan& plan,
 }
 
 // Rows [chunk) of the caller's selection, or of the workspace's.
-TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan,
-                           const LayerOutputs& out, Workspace ws, RowRange chunk) {
+TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan, const LayerOutputs& out,
+                           Workspace ws, RowRange chunk) {
   if (out.selected.present()) {
     TensorView v = out.selected;
     v.data = static_cast<int32_t*>(out.selected.data) + chunk.begin * out.selected.stride[0];

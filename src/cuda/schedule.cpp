@@ -35,8 +35,7 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   const int G = c.num_kv_heads;
   const int heads = indexer_tc_heads();
   const int max_slots = 256 / heads;  // wgmma N <= 256
-  if (!indexer_tc_supports(c) || G > max_slots ||
-      plan.num_requests > indexer_tc_max_requests()) {
+  if (!indexer_tc_supports(c) || G > max_slots || plan.num_requests > indexer_tc_max_requests()) {
     return;
   }
   // Slots (rows x G) padded to a power of two >= 8 so N is 32..256; a
@@ -58,17 +57,15 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   s.indexer_tile_n = slots * heads;
   s.indexer_rows_per_unit = static_cast<int32_t>(std::min<int64_t>(rows, slots / G));
   // A persistent grid: as many CTAs as fit on the device at once.
-  const size_t smem = indexer_tc_smem_bytes(s.indexer_tile_n, c.index_dim, summary_bytes,
-                                            plan.num_requests);
-  const int per_sm =
-      indexer_tc_ctas_per_sm(s.indexer_tile_n, c.summary_dtype, smem);
+  const size_t smem =
+      indexer_tc_smem_bytes(s.indexer_tile_n, c.index_dim, summary_bytes, plan.num_requests);
+  const int per_sm = indexer_tc_ctas_per_sm(s.indexer_tile_n, c.summary_dtype, smem);
   s.indexer_ctas = device.sm_count * std::max(1, per_sm);
 }
 
 }  // namespace
 
-LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
-                             const LayerConfig& c) {
+LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
   LayerSchedule s;
   // CSA attention runs once per scoring chunk, SWA once over the step.
   const int64_t rows = c.kind == LayerKind::csa ? plan.chunk_rows : plan.num_tokens;

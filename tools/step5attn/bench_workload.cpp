@@ -158,6 +158,22 @@ Counts attention_counts(const LayerConfig& c, const StepHost& s,
   const double n = static_cast<double>(s.num_tokens);
   out.bytes += n * H * D * 2 * 2 + n * H * 2;
   if (c.kind == LayerKind::csa) out.bytes += n * G * K * 4;
+  out.floor_bytes = out.bytes;
+  return out;
+}
+
+Counts csa_full_attention_counts(const LayerConfig& c, const StepHost& s) {
+  std::vector<int32_t> selected(static_cast<size_t>(s.num_tokens) * c.num_kv_heads * c.topk);
+  for (size_t i = 0; i < selected.size(); ++i) selected[i] = static_cast<int32_t>(i % c.topk);
+  // Any K distinct closed regions give the same counts.
+  return attention_counts(c, s, &selected);
+}
+
+Counts kv_write_counts(const LayerConfig& c, const StepHost& s) {
+  Counts out;
+  out.bytes = static_cast<double>(s.num_tokens) * c.num_kv_heads * 2 * c.head_size *
+              static_cast<double>(dtype_size(c.kv_dtype));
+  out.floor_bytes = out.bytes;
   return out;
 }
 
@@ -170,9 +186,10 @@ Counts csa_layer_extra(const LayerConfig& c, const StepHost& s) {
     const double closed = s.seq_lens[r] / kRegionSize;
     out.bytes += closed * Di * static_cast<double>(dtype_size(c.summary_dtype));
   }
+  out.floor_bytes = out.bytes;
   for (int64_t t = 0; t < s.num_tokens; ++t) {
     const double closed = s.row_position[t] / kRegionSize;
-    out.bytes += 2 * G * closed * 4;
+    if (closed > c.topk) out.bytes += 2 * G * closed * 4;
     out.flops += G * I * closed * 2 * Di;
   }
   return out;

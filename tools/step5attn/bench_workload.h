@@ -68,6 +68,7 @@ double neighbour_jaccard(const LayerConfig& config, const StepHost& step,
 struct Counts {
   double flops = 0;
   double bytes = 0;
+  double floor_bytes = 0;  // each input read once, each output written once
 };
 Counts attention_counts(const LayerConfig& config, const StepHost& step,
                         const std::vector<int32_t>* selected);
@@ -75,7 +76,13 @@ Counts attention_counts(const LayerConfig& config, const StepHost& step,
 // Extra work of a whole CSA layer step over the attention:
 //   KV write: n*G*2D*sizeof(kv); indexer: every closed summary of each
 //   request once (R * C * Di * sizeof(summary), the unique bytes), scores
-//   written and read back (2 * n*G*C*4); flops n*G*I*C*2Di.
+//   written and read back (2 * n*G*C*4); flops n*G*I*C*2Di. The floor
+//   leaves out the scores (a fused selection need not store them).
 Counts csa_layer_extra(const LayerConfig& config, const StepHost& step);
+// The KV write of any layer: n*G*2D*sizeof(kv), floor included.
+Counts kv_write_counts(const LayerConfig& config, const StepHost& step);
+// Attention of CSA rows that all select K regions (C > K): the counts of
+// attention_counts without drawing selections.
+Counts csa_full_attention_counts(const LayerConfig& config, const StepHost& step);
 
 }  // namespace step5::tool::bench

@@ -38,6 +38,9 @@ struct Case {
   std::vector<int32_t> contexts;
   int steps = 3;
   int64_t padding = 0;
+  // Decode cases: zero index weights, so every score is 0 and selection is
+  // decided by ties alone (lowest regions first).
+  bool tied_scores = false;
 };
 
 LayerConfig csa(int G, int hpg, int D, int B, int K, DType kv, DType summary, int mtp) {
@@ -83,9 +86,16 @@ Case scenario_case(std::string name, LayerConfig c, sim::ScenarioOptions o, int 
   return k;
 }
 
+LayerConfig with_indexer(LayerConfig c, int index_heads, int index_dim) {
+  c.index_heads = index_heads;
+  c.index_dim = index_dim;
+  return c;
+}
+
 Case decode_case(std::string name, LayerConfig c, std::vector<int32_t> contexts, bool gate,
-                 int tier) {
+                 int tier, bool tied_scores = false) {
   Case k;
+  k.tied_scores = tied_scores;
   k.name = std::move(name);
   k.config = c;
   k.contexts = std::move(contexts);
@@ -116,6 +126,21 @@ std::vector<Case> cases() {
                     scenario(3, 100, 900, true), 2),
       decode_case("csa G2 H2 D192 B256 K4 decode ctx 2000", csa(2, 1, 192, 256, 4, bf, f8, 0),
                   {2000, 17}, true, 2),
+      // The tensor-core indexer with index heads padded (I=2, Di=128) and
+      // the generic path (I=8); G=16 fills the widest tile (N=256).
+      scenario_case("csa G4 H32 D128 B64 K16 I2 Di128",
+                    with_indexer(csa(4, 8, 128, 64, 16, bf, f8, 0), 2, 128),
+                    scenario(3, 100, 600, true), 1),
+      decode_case("csa G8 H64 D192 B64 K64 I8 Di64 generic indexer decode",
+                  with_indexer(csa(8, 8, 192, 64, 64, bf, bf, 0), 8, 64), {3000, 700}, true, 1),
+      decode_case("csa G16 H64 D64 B64 K32 verify mtp=3", csa(16, 4, 64, 64, 32, f8, f8, 3),
+                  {2100, 900, 1}, true, 2),
+      // Ties: all scores 0, selection by index alone, in shared memory
+      // (C <= 6144) and through the global radix fallback (C > 6144).
+      decode_case("csa G8 H64 D192 B64 K512 tied scores ctx 8300",
+                  csa(8, 8, 192, 64, 512, bf, f8, 0), {8300, 5000}, false, 1, true),
+      decode_case("csa G2 H16 D128 B64 K512 tied scores ctx 60000",
+                  csa(2, 8, 128, 64, 512, bf, f8, 0), {60000}, false, 2, true),
       scenario_case("swa G8 H64 D192 B64 W512", swa(8, 8, 192, 64, 512, bf, 0),
                     scenario(3, 200, 900, true), 1),
       scenario_case("swa G8 H64 D192 B16 W128 kv=fp8 mtp=3", swa(8, 8, 192, 16, 128, f8, 3),
@@ -130,11 +155,17 @@ std::vector<Case> cases() {
 }
 
 // Runs `step` on both sessions and compares; false after a failure.
+// With `exact_selection` (tied scores), the selection must equal the cpu's
+// bit for bit: every tie goes to the lower region, as SPEC 4 says.
 bool run_pair(sim::LayerSession& cpu, sim::LayerSession& gpu, const sim::StepInput& in,
-              const std::string& what, const LayerConfig& c, Tally& tally) {
+              const std::string& what, const LayerConfig& c, Tally& tally,
+              bool exact_selection = false) {
   const sim::StepOutput want = cpu.run(in);
   const sim::StepOutput got = gpu.run(in);
-  const std::string why = check::compare_step(gpu, in, got, want, sim::default_tolerance(c));
+  std::string why = check::compare_step(gpu, in, got, want, sim::default_tolerance(c));
+  if (why.empty() && exact_selection && got.selected != want.selected) {
+    why = "tied scores: selection differs from the cpu's lowest-index choice";
+  }
   if (why.empty()) return true;
   tally.fail(what, why);
   return false;
@@ -184,9 +215,9 @@ void run_decode_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally) {
   const std::vector<int32_t> qlen(static_cast<size_t>(R), c.spec_tokens + 1);
   std::uniform_int_distribution<int> reject(0, c.spec_tokens);
   for (int i = 0; i < k.steps; ++i) {
-    const sim::StepInput in =
-        sim::random_step(c, rng, requests, start, qlen, k.scenario.gate, true);
-    if (!run_pair(a, b, in, concat(k.name, " step ", i), c, tally)) return;
+    sim::StepInput in = sim::random_step(c, rng, requests, start, qlen, k.scenario.gate, true);
+    if (k.tied_scores) std::fill(in.index_weight.begin(), in.index_weight.end(), 0.0f);
+    if (!run_pair(a, b, in, concat(k.name, " step ", i), c, tally, k.tied_scores)) return;
     for (int32_t r = 0; r < R; ++r) {
       start[static_cast<size_t>(r)] += c.spec_tokens + 1 - reject(rng);
     }

@@ -87,7 +87,8 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
       const int key = 8 * nt + g;
 #pragma unroll
       for (int i = 0; i < D / 64; ++i) {
-        const uint4 x = *reinterpret_cast<const uint4*>(rows + stage_chunk_offset<T>(key, 4 * i + t));
+        const uint4 x =
+            *reinterpret_cast<const uint4*>(rows + stage_chunk_offset<T>(key, 4 * i + t));
         const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
         for (int sk = 0; sk < 4; ++sk) {
@@ -98,8 +99,7 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
     }
   } else {
     const int mi = lane / 8, ri = lane % 8;
-    const uint32_t k_addr =
-        smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+    const uint32_t k_addr = smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
@@ -112,8 +112,8 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
 
 // acc += P V over the step's 16 keys; pa is P as an A fragment.
 template <class T>
-__device__ __forceinline__ void pv_step(const unsigned char* rows, int lane, const uint32_t (&pa)[4],
-                                        float (&acc)[T::kDim / 8][4]) {
+__device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
+                                        const uint32_t (&pa)[4], float (&acc)[T::kDim / 8][4]) {
   constexpr int D = T::kDim;
   const int mi = lane / 8, ri = lane % 8;
   if constexpr (T::kIsFp8) {

@@ -125,8 +125,8 @@ void dispatch(const PagedAttentionParams& p, int splits, cudaStream_t stream) {
 
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count) {
   const bool csa = config.kind == LayerKind::csa;
-  return attn::num_splits(rows, config.num_kv_heads,
-                          max_pages_of(csa, config.topk, config.window), sm_count);
+  return attn::num_splits(rows, config.num_kv_heads, max_pages_of(csa, config.topk, config.window),
+                          sm_count);
 }
 
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits) {

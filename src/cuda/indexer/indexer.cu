@@ -59,8 +59,8 @@ __global__ void score_tail_kernel(const IndexerParams p) {
     const int32_t j = static_cast<int32_t>(i % p.columns);
     int32_t request = 0, position = 0;
     row_of(p.rows, p.row_begin + local, request, position);
-    if (j >= position / 8) p.scores[local * p.scores_stride_t + g * p.scores_stride_g + j] =
-        -CUDART_INF_F;
+    if (j >= position / 8)
+      p.scores[local * p.scores_stride_t + g * p.scores_stride_g + j] = -CUDART_INF_F;
   }
 }
 

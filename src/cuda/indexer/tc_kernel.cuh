@@ -109,8 +109,8 @@ __device__ __forceinline__ TileRef locate(const int32_t* prefix, const int32_t* 
 // Copies the summaries of `ref`'s 64 regions into stage buffer `dst`
 // (regions past the request's scored range are zero-filled).
 template <bool kFp8>
-__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int32_t* cmax,
-                                           TileRef ref, uint32_t dst) {
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int32_t* cmax, TileRef ref,
+                                           uint32_t dst) {
   const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
   const int chunks = row_bytes / 16;
   const int32_t* table = p.block_table + int64_t{ref.request} * p.block_table_stride;
@@ -244,8 +244,8 @@ __device__ __forceinline__ void load_a(const unsigned char* stage, int row_bytes
 }
 
 template <int N, bool kFp8>
-__device__ __forceinline__ void mma_atom(const unsigned char* stage, int row_bytes, int row0,
-                                         int t, int a, uint32_t query_addr, uint32_t (&af)[4][4],
+__device__ __forceinline__ void mma_atom(const unsigned char* stage, int row_bytes, int row0, int t,
+                                         int a, uint32_t query_addr, uint32_t (&af)[4][4],
                                          float (&acc)[N / 2]) {
   if (a >= 2) wgmma::wait_group<1>();  // the group that last read `af` is done
   load_a<kFp8>(stage, row_bytes, row0, t, a, af);

@@ -13,7 +13,9 @@ size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int n
 }
 
 bool indexer_tc_supports(const LayerConfig& c) {
-  return c.index_heads <= indexer_tc_heads() && c.index_dim % 64 == 0 &&
+  // Di: whole 64-wide atoms of the query operand, and at least 8 16-byte
+  // chunks per fp8 summary row for the bank swizzle (tc_layout.cuh).
+  return c.index_heads <= indexer_tc_heads() && c.index_dim % 128 == 0 &&
          c.index_dim <= indexer_tc_max_index_dim();
 }
 
@@ -44,8 +46,8 @@ int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
   with_kernel(tile_n, summary_dtype, [&](auto* kernel) {
     STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(smem)));
-    STEP5_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, kernel, indexer_tc_threads(), smem));
+    STEP5_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, indexer_tc_threads(), smem));
   });
   return blocks;
 }
@@ -55,7 +57,7 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
   const int bytes = summary_dtype == DType::fp8_e4m3 ? 1 : 2;
   const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests);
   detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 &&
-                      p.index_heads <= indexer_tc_heads() && p.index_dim % 64 == 0,
+                      p.index_heads <= indexer_tc_heads() && p.index_dim % 128 == 0,
                   ErrorCode::invalid_argument,
                   "cuda backend indexer: the plan's tensor-core schedule does not fit this "
                   "launch (smem ",

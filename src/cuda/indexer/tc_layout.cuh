@@ -29,16 +29,16 @@ namespace step5::cuda::tc {
 // Sizes depend on N, Di and R at run time, so this is a layout computed
 // once per launch rather than a struct of arrays.
 struct IndexerSmem {
-  uint32_t query;    // bf16 B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
-  uint32_t stages;   // summary tiles: [stages][64 regions][Di * summary bytes], swizzled
-  uint32_t weight;   // f32 [4 heads][P slots]: index_weight, 0 for padding
-  uint32_t closed;   // i32 [P]: closed regions of each slot's row, 0 = not scored
-  uint32_t out_row;  // i64 [P]: element offset of each slot's scores row
-  uint32_t row_max;  // u32 [P]: best order key of each slot in this block
+  uint32_t query;      // bf16 B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
+  uint32_t stages;     // summary tiles: [stages][64 regions][Di * summary bytes], swizzled
+  uint32_t weight;     // f32 [4 heads][P slots]: index_weight, 0 for padding
+  uint32_t closed;     // i32 [P]: closed regions of each slot's row, 0 = not scored
+  uint32_t out_row;    // i64 [P]: element offset of each slot's scores row
+  uint32_t row_max;    // u32 [P]: best order key of each slot in this block
   uint32_t max_index;  // i32 [P]: each slot's entry of IndexerParams::row_max
-  uint32_t prefix;   // i32 [R + 1]: work tiles before request r
-  uint32_t cmax;     // i32 [R]: regions the request's rows need scored
-  uint32_t total;    // bytes from the aligned base
+  uint32_t prefix;     // i32 [R + 1]: work tiles before request r
+  uint32_t cmax;       // i32 [R]: regions the request's rows need scored
+  uint32_t total;      // bytes from the aligned base
   uint32_t tile_bytes;
 };
 
@@ -76,8 +76,8 @@ __device__ __forceinline__ int summary_chunk(int row, int chunk) {
 // inside the query operand (tile_n rows per atom).
 __device__ __forceinline__ uint32_t query_offset(int tile_n, int n, int kappa) {
   const int atom = kappa / 64, in_atom = kappa % 64;
-  return static_cast<uint32_t>(atom * tile_n * 128 + n * 128 +
-                               (((in_atom / 8) ^ (n % 8)) * 16) + (in_atom % 8) * 2);
+  return static_cast<uint32_t>(atom * tile_n * 128 + n * 128 + (((in_atom / 8) ^ (n % 8)) * 16) +
+                               (in_atom % 8) * 2);
 }
 
 // Permuted k position of the pair of elements (d, d + 1) of the source

@@ -16,8 +16,7 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(params.num_groups));
   auto* kernel = select_kernel<select_threads()>;
   constexpr int smem = static_cast<int>(sizeof(SelectList));
-  STEP5_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<grid, select_threads(), smem, stream>>>(params);
   check_launch("select_kernel");
 }

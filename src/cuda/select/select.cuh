@@ -170,7 +170,9 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
 #pragma unroll
       for (int k = 0; k < kItems; ++k) m = max(m, key[k]);
     }
-    m = typename Shared::Reduce(sh.cub.reduce).Reduce(m, [](uint32_t a, uint32_t b) { return max(a, b); });
+    m = typename Shared::Reduce(sh.cub.reduce).Reduce(m, [](uint32_t a, uint32_t b) {
+      return max(a, b);
+    });
     if (threadIdx.x == 0) sh.value[2] = m;
     __syncthreads();
     best = sh.value[2];

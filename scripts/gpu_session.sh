@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# One device-machine session: find or build step5attn, then run the stages
+# named in $STAGES (default: check memcheck bench), each under its own time
+# limit, logging to $OUT (or ./gpu-logs). The last lines are a short table.
+#   check      step5attn check --quick ($CHECK_MODE=full: the whole matrix)
+#   memcheck   compute-sanitizer memcheck on check --tiny
+#   racecheck  compute-sanitizer racecheck on check --tiny
+#   bench      step5attn bench --quick --filter "$FILTER" ($BENCH_MODE=full: the sweep)
+#   peers      python3 bench/peers.py against the bench JSON (torch on the device)
+# A binary built elsewhere can be carried in build-dev/ (it is used when it
+# runs here); otherwise the tool is built into build-gpu/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG=${OUT:-gpu-logs}
+mkdir -p "$LOG"
+STAGES=${STAGES:-check memcheck bench}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+summary=()
+note() { summary+=("$(printf '%-10s %s' "$1" "$2")"); }
+result() { if [ "$1" -eq 0 ]; then echo ok; elif [ "$1" -eq 124 ]; then echo "TIMEOUT"; else echo "FAILED (rc $1)"; fi; }
+
+nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.max.sm --format=csv,noheader \
+  > "$LOG/gpu.txt" 2>&1
+BIN=build-dev/step5attn
+if ! "$BIN" version > "$LOG/version.txt" 2>&1; then
+  { cmake -S . -B build-gpu -G Ninja -DSTEP5_CUDA=ON -DSTEP5_TESTS=OFF &&
+    ninja -C build-gpu -j "$(nproc)" step5attn; } > "$LOG/build.log" 2>&1
+  rc=$?
+  note build "$(result $rc) (built here)"
+  if [ $rc -ne 0 ]; then tail -30 "$LOG/build.log"; printf '%s\n' "${summary[@]}"; exit 1; fi
+  BIN=build-gpu/step5attn
+else
+  note build "carried binary: $(cat "$LOG/version.txt")"
+fi
+SAN=compute-sanitizer
+command -v "$SAN" > /dev/null || SAN=/usr/local/cuda/bin/compute-sanitizer
+
+for stage in $STAGES; do
+  case $stage in
+    check)
+      mode=--quick; [ "${CHECK_MODE:-quick}" = full ] && mode=
+      timeout "${CHECK_TIMEOUT:-200}" "$BIN" check $mode > "$LOG/check.log" 2>&1
+      rc=$?
+      grep -E "^FAIL|FAIL " "$LOG/check.log" | head -20
+      note check "$(result $rc) | $(tail -1 "$LOG/check.log")" ;;
+    memcheck)
+      timeout "${SAN_TIMEOUT:-150}" "$SAN" --tool memcheck --error-exitcode 9 "$BIN" check --tiny \
+        > "$LOG/memcheck.log" 2>&1
+      rc=$?
+      note memcheck "$(result $rc) | $(grep -E 'ERROR SUMMARY|passed,' "$LOG/memcheck.log" | tr '\n' ' ')" ;;
+    racecheck)
+      timeout "${SAN_TIMEOUT:-150}" "$SAN" --tool racecheck --racecheck-report all --error-exitcode 9 \
+        "$BIN" check --tiny > "$LOG/racecheck.log" 2>&1
+      rc=$?
+      note racecheck "$(result $rc) | $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|passed,' "$LOG/racecheck.log" | tr '\n' ' ')" ;;
+    bench)
+      if [ "${BENCH_MODE:-quick}" = full ]; then
+        args=(--max-seconds "${MAX_SECONDS:-400}")
+      else
+        args=(--quick)
+      fi
+      [ -n "${FILTER:-}" ] && args+=(--filter "$FILTER")
+      timeout "${BENCH_TIMEOUT:-300}" "$BIN" bench "${args[@]}" --json "$LOG/bench.json" \
+        > "$LOG/bench.log" 2>&1
+      rc=$?
+      cat "$LOG/bench.log"
+      note bench "$(result $rc)" ;;
+    peers)
+      PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-240}" python3 bench/peers.py \
+        --ours "$LOG/bench.json" --out "$LOG" > "$LOG/peers.log" 2>&1
+      rc=$?
+      cat "$LOG/peers.log"
+      note peers "$(result $rc)" ;;
+  esac
+done
+echo "---------------------------------------------"
+cat "$LOG/gpu.txt"
+printf '%s\n' "${summary[@]}"

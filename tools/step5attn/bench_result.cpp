@@ -1,0 +1,83 @@
+#include "step5attn/bench_result.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace step5::tool::bench {
+
+namespace {
+
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string quoted(const std::string& s) {
+  return "\"" + escaped(s) + "\"";
+}
+
+}  // namespace
+
+std::string label(const Result& r) {
+  std::ostringstream s;
+  s << r.layer << " " << r.op << " " << r.kv << " " << r.phase << " ctx " << r.context / 1024
+    << "K b" << r.batch << " q" << r.query_len << (r.regime == "correlated" ? " corr" : " indep");
+  return s.str();
+}
+
+void print_row(const Result& r) {
+  const double s = r.ms * 1e-3;
+  std::printf("  %-58s %9.3f ms  %6.2f TB/s (%5.1f%%)  %6.1f TFLOP/s", label(r).c_str(), r.ms,
+              r.bytes / s / 1e12, 100 * r.bytes / s / kPeakBytes, r.flops / s / 1e12);
+  if (r.floor_bytes > 0)
+    std::printf("  floor %.3f ms (%.0f%%)", r.floor_bytes / kPeakBytes * 1e3,
+                100 * r.floor_bytes / s / kPeakBytes);
+  if (r.jaccard >= 0) std::printf("  jaccard %.3f", r.jaccard);
+  if (r.host_us >= 0) std::printf("  host %.1f us/forward", r.host_us);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const std::string& gpu_name, const std::string& date,
+                const std::string& checks, const std::vector<Result>& results, int skipped) {
+  std::ofstream f(path);
+  f << "{\n  \"date\": " << quoted(date) << ",\n  \"gpu\": " << quoted(gpu_name) << ",\n"
+    << "  \"ceilings\": {\"bytes_per_s\": " << kPeakBytes << ", \"flops\": " << kPeakFlops
+    << "},\n  \"checks\": [\n    " << checks << "\n  ],\n  \"skipped_shapes\": " << skipped
+    << ",\n  \"results\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const double s = r.ms * 1e-3;
+    f << "    {\"op\": " << quoted(r.op) << ", \"layer\": " << quoted(r.layer)
+      << ", \"kv\": " << quoted(r.kv) << ", \"phase\": " << quoted(r.phase)
+      << ", \"context\": " << r.context << ", \"batch\": " << r.batch
+      << ", \"query_len\": " << r.query_len << ", \"regime\": " << quoted(r.regime)
+      << ", \"rows\": " << r.rows << ", \"ms\": " << r.ms << ", \"bytes\": " << r.bytes
+      << ", \"flops\": " << r.flops << ", \"tb_per_s\": " << r.bytes / s / 1e12
+      << ", \"tflop_per_s\": " << r.flops / s / 1e12
+      << ", \"frac_bw\": " << r.bytes / s / kPeakBytes
+      << ", \"frac_flops\": " << r.flops / s / kPeakFlops << ", \"jaccard\": " << r.jaccard
+      << ", \"floor_bytes\": " << r.floor_bytes
+      << ", \"floor_ms\": " << r.floor_bytes / kPeakBytes * 1e3
+      << ", \"floor_over_time\": " << r.floor_bytes / s / kPeakBytes
+      << ", \"host_us_per_forward\": " << r.host_us << "}" << (i + 1 < results.size() ? "," : "")
+      << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+}  // namespace step5::tool::bench
