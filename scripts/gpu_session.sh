@@ -6,6 +6,8 @@
 #   memcheck   compute-sanitizer memcheck on check --tiny
 #   racecheck  compute-sanitizer racecheck on check --tiny
 #   bench      step5attn bench --quick --filter "$FILTER" ($BENCH_MODE=full: the sweep)
+#   profile    ncu (clocks as found) per-kernel times of two layer forwards for each
+#              bench filter in $PROFILE_FILTERS (';'-separated)
 #   peers      python3 bench/peers.py against the bench JSON (torch on the device)
 # A binary built elsewhere can be carried in build-dev/ (it is used when it
 # runs here); otherwise the tool is built into build-gpu/.
@@ -65,6 +67,34 @@ for stage in $STAGES; do
       rc=$?
       cat "$LOG/bench.log"
       note bench "$(result $rc)" ;;
+    profile)
+      IFS=';' read -ra filters <<< "${PROFILE_FILTERS:-csa bf16 decode ctx 128K b32 q1 indep}"
+      k=0
+      for f in "${filters[@]}"; do
+        k=$((k + 1))
+        timeout "${PROFILE_TIMEOUT:-120}" ncu --clock-control none --csv --page raw \
+          --kernel-name regex:"kv_write|summaries|ring_write|indexer|select|paged|combine" \
+          --launch-skip "${PROFILE_SKIP:-35}" --launch-count "${PROFILE_COUNT:-14}" \
+          --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
+          "$BIN" bench --quick --no-check --filter "$f" > "$LOG/profile$k.csv" 2> "$LOG/profile$k.err"
+        rc=$?
+        echo "== profile $k: $f (rc $rc)"
+        python3 - "$LOG/profile$k.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if r]
+head = next(i for i, r in enumerate(rows) if "Kernel Name" in r)
+cols = rows[head]
+idx = {c: cols.index(c) for c in cols}
+for r in rows[head + 2:]:
+    name = r[idx["Kernel Name"]].split("(")[0].split("<")[0][-28:]
+    num = lambda c: float(r[idx[c]].replace(",", ""))
+    us = num("gpu__time_duration.sum") / 1e3
+    rd = num("dram__bytes_read.sum") / 1e6
+    wr = num("dram__bytes_write.sum") / 1e6
+    print(f"  {name:28s} {us:9.1f} us  read {rd:9.1f} MB  write {wr:8.1f} MB  grid {r[idx['launch__grid_size']]}")
+PY
+      done
+      note profile "done" ;;
     peers)
       PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-240}" python3 bench/peers.py \
         --ours "$LOG/bench.json" --out "$LOG" > "$LOG/peers.log" 2>&1

@@ -53,9 +53,17 @@ class CudaBackend final : public Backend {
 
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) override {
     detail::validate_workspace(plan, workspace);
+    activate();
+    const cudaStream_t s = to_cuda_stream(stream);
+    // The indexer's per-row best scores accumulate from zero; each select
+    // clears what it read, so one clear per step (per workspace) suffices.
+    const size_t row_max_bytes = plan.workspace.selected_offset - plan.workspace.row_max_offset;
+    if (row_max_bytes > 0) {
+      STEP5_CUDA_CHECK(
+          cudaMemsetAsync(at(workspace, plan.workspace.row_max_offset), 0, row_max_bytes, s));
+    }
     // Uniform steps derive row metadata on device and empty steps have none.
     if (plan.kind != StepKind::mixed) return;
-    activate();
     const size_t n = static_cast<size_t>(plan.num_tokens);
     const size_t bytes = 2 * n * sizeof(int32_t);
     // The previous step's copy may still read the staging buffer.
@@ -70,7 +78,6 @@ class CudaBackend final : public Backend {
     auto* host = static_cast<int32_t*>(staging_);
     std::memcpy(host, plan.row_request.data(), n * sizeof(int32_t));
     std::memcpy(host + n, plan.row_position.data(), n * sizeof(int32_t));
-    const cudaStream_t s = to_cuda_stream(stream);
     STEP5_CUDA_CHECK(cudaMemcpyAsync(at(workspace, plan.workspace.row_meta_offset), host, bytes,
                                      cudaMemcpyHostToDevice, s));
     STEP5_CUDA_CHECK(cudaEventRecord(staging_done_, s));
@@ -137,7 +144,7 @@ class CudaBackend final : public Backend {
     detail::validate_selected(config, rows, selected, kDev);
     activate();
     launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores,
-                                /*row_max=*/nullptr, selected),
+                                /*row_max=*/nullptr, selected, /*ring=*/nullptr),
                   to_cuda_stream(stream));
   }
 

@@ -5,6 +5,7 @@
 #include "core/validate.h"
 #include "cuda/attention/launch.h"
 #include "cuda/common/check.h"
+#include "cuda/summaries/launch.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -84,9 +85,10 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
   const int64_t G = config.num_kv_heads;
   const bool scored = schedule.indexer != IndexerPath::none;
 
-  launch_kv_write(kv_write_params(config, step, in.key, in.value, cache.kv), config.kv_dtype,
-                  stream);
-  run_summaries(config, step, plan, in.index_key, in.index_z, cache, stream);
+  const SummaryParams summaries =
+      summary_params(config, step, plan, in.index_key, in.index_z, cache);
+  launch_cache_update(kv_write_params(config, step, in.key, in.value, cache.kv), summaries,
+                      config.kv_dtype, config.summary_dtype, device.sm_count, stream);
   for (const ScoreChunk& chunk : plan.chunks) {
     // Scores (and each row's best) only for rows with C > K: selection
     // takes every region of the others without reading scores.
@@ -95,12 +97,9 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     if (scored && chunk.columns > config.topk) {
       scores = TensorView::contiguous(at<float>(ws, plan.workspace.scores_offset), DType::f32,
                                       {chunk.rows.size(), G, plan.score_stride}, kDev);
+      // Zeroed by prepare_step, cleared again by each select that reads it.
       const bool tracks_max = schedule.indexer == IndexerPath::tensor_core;
       row_max = tracks_max ? at<uint32_t>(ws, plan.workspace.row_max_offset) : nullptr;
-      if (row_max != nullptr) {
-        STEP5_CUDA_CHECK(cudaMemsetAsync(
-            row_max, 0, static_cast<size_t>(chunk.rows.size() * G) * sizeof(uint32_t), stream));
-      }
       const ScoreTarget target{static_cast<float*>(scores.data), G * plan.score_stride,
                                plan.score_stride, chunk.columns, row_max};
       launch_indexer(indexer_params(config, schedule, step, rows, chunk.rows, in.index_query,
@@ -108,7 +107,10 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
                      schedule.indexer, config.summary_dtype, device.max_smem_per_block, stream);
     }
     const TensorView selected = chunk_selection(config, plan, out, ws, chunk.rows);
-    launch_select(select_params(config, rows, chunk.rows, scores, row_max, selected), stream);
+    // The ring write rides on the select launch, after the summaries above,
+    // which read the old ring.
+    launch_select(select_params(config, rows, chunk.rows, scores, row_max, selected, &summaries),
+                  stream);
 
     AttentionTarget target;
     target.output = out.output;

@@ -19,6 +19,12 @@ constexpr int summary_threads() {
   return 32;
 }
 
+// cache update (K/V write + summaries of a CSA forward in one launch): 256
+// threads, one 16-byte K/V vector per thread or one summary per warp.
+constexpr int cache_update_threads() {
+  return 256;
+}
+
 // ring write: one warp per ring row (Di bf16 + z is at most ~2 KB).
 constexpr int ring_threads() {
   return 32;

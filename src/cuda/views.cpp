@@ -201,7 +201,8 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
 }
 
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, const uint32_t* row_max, TensorView selected) {
+                           TensorView scores, uint32_t* row_max, TensorView selected,
+                           const SummaryParams* ring) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -210,6 +211,9 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.scores_stride_t = scores.present() ? scores.stride[0] : 0;
   p.scores_stride_g = scores.present() ? scores.stride[1] : 0;
   p.row_max = row_max;
+  p.clear_row_max = row_max;
+  p.write_ring = ring != nullptr;
+  if (ring != nullptr) p.ring = *ring;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

@@ -39,9 +39,12 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
                              TensorView index_query, TensorView index_weight,
                              const SummaryCacheView& summaries, const ScoreTarget& target,
                              int32_t skip_topk);
-// `scores` may be absent when no row of `range` has C > K.
+// `scores` may be absent when no row of `range` has C > K. `row_max`
+// (optional) is read and cleared; `ring` (optional) makes the launch store
+// the step's rows in the requests' rings.
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, const uint32_t* row_max, TensorView selected);
+                           TensorView scores, uint32_t* row_max, TensorView selected,
+                           const SummaryParams* ring);
 
 // Attention of rows `range`: CSA when `selected` ([range rows, G, K]) is
 // present, SWA otherwise. Output rows [pad_begin, pad_end) are zeroed by the

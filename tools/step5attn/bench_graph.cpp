@@ -1,6 +1,7 @@
 #include "step5attn/bench_graph.h"
 
 #include <chrono>
+#include <cstdio>
 #include <numeric>
 #include <vector>
 
@@ -133,6 +134,13 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
   const auto t1 = std::chrono::steady_clock::now();
   STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / 92;
+  // For scale: the host cost of one plain stream operation on this machine.
+  const auto m0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 92; ++i) STEP5_CUDA_CHECK(cudaMemsetAsync(ws.data(), 0, 4, stream));
+  const auto m1 = std::chrono::steady_clock::now();
+  STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::printf("  (host: one 4-byte cudaMemsetAsync costs %.1f us here)\n",
+              std::chrono::duration<double, std::micro>(m1 - m0).count() / 92);
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;

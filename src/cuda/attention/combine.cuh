@@ -12,9 +12,10 @@
 
 namespace step5::cuda::attn {
 
-// One CTA per row; thread idx covers 8 values of one head. Scratch layout
-// (written by paged_attention_kernel): acc f32 [rows, H, S, D], then
-// stats f32 [rows, H, S, 2] = (m in log2 units, l).
+// One CTA per (row, group of combine_heads() heads); each thread covers 8
+// values of one head, so a decode step of few rows still spreads over many
+// SMs. Scratch layout (written by paged_attention_kernel): acc f32
+// [rows, H, S, D], then stats f32 [rows, H, S, 2] = (m in log2 units, l).
 template <int D>
 __global__ void __launch_bounds__(combine_threads())
     combine_splits_kernel(const PagedAttentionParams p, int num_splits, float v_scale) {
@@ -22,8 +23,9 @@ __global__ void __launch_bounds__(combine_threads())
   const int64_t t = p.row_begin + local;
   const float* part = static_cast<const float*>(p.scratch);
   const float* stats = part + p.num_rows * p.num_heads * num_splits * int64_t{D};
-  for (int idx = static_cast<int>(threadIdx.x); idx < p.num_heads * (D / 8);
-       idx += combine_threads()) {
+  const int first = static_cast<int>(blockIdx.y) * combine_heads() * (D / 8);
+  const int last = min(p.num_heads, (static_cast<int>(blockIdx.y) + 1) * combine_heads()) * (D / 8);
+  for (int idx = first + static_cast<int>(threadIdx.x); idx < last; idx += combine_threads()) {
     const int head = idx / (D / 8);
     const int d0 = (idx % (D / 8)) * 8;
     const int64_t slot0 = (local * p.num_heads + head) * num_splits;

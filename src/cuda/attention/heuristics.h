@@ -38,9 +38,13 @@ constexpr int attention_threads() {
   return attention_warps() * 32;
 }
 
-// Double buffering per warp: one step in flight while the other computes.
-constexpr int attention_stages() {
-  return 2;
+// Steps staged per warp: bf16 double buffers (one 12 KB step in flight
+// while the other computes; 2 CTAs x 4 warps x 12 KB ~ 100 KB in flight per
+// SM). An fp8 step is half the bytes, so it keeps three in flight to hold
+// the same bytes in flight per SM; with two, fp8 ran no faster than bf16
+// (latency-bound at the same step rate).
+constexpr int attention_stages(bool fp8) {
+  return fp8 ? 4 : 2;
 }
 
 // Shared-memory pitch of one token row (K || V). 16 extra bytes shift
@@ -87,7 +91,11 @@ constexpr int64_t swa_max_pages(int window) {
   return (int64_t{window} + 6) / 8 + 1;
 }
 
-// Combine kernel: one CTA per row, 8 output values per thread.
+// Combine kernel: one CTA per (row, 8 heads), 8 output values per thread:
+// 8 x D/8 = 192 threads at D = 192 cover the CTA's heads in one pass.
+constexpr int combine_heads() {
+  return 8;
+}
 constexpr int combine_threads() {
   return 256;
 }

@@ -8,6 +8,7 @@
 #include "cuda/attention/instances.h"
 #include "cuda/attention/paged_kernel.cuh"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 
 namespace step5::cuda::attn {
 
@@ -15,15 +16,15 @@ template <class T>
 void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t stream) {
   const size_t smem = T::smem_bytes(p.topk);
   auto* kernel = &paged_attention_kernel<T>;
-  STEP5_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_max_smem(kernel);
   const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
   kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(p, num_splits);
   check_launch("paged_attention_kernel");
   if (num_splits > 1) {
+    const dim3 grid(static_cast<unsigned>(p.num_rows),
+                    static_cast<unsigned>((p.num_heads + combine_heads() - 1) / combine_heads()));
     combine_splits_kernel<T::kDim>
-        <<<static_cast<unsigned>(p.num_rows), combine_threads(), 0, stream>>>(
-            p, num_splits, T::kIsFp8 ? p.v_scale : 1.0f);
+        <<<grid, combine_threads(), 0, stream>>>(p, num_splits, T::kIsFp8 ? p.v_scale : 1.0f);
     check_launch("combine_splits_kernel");
   }
 }

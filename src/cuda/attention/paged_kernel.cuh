@@ -157,17 +157,27 @@ __global__ void __launch_bounds__(attention_threads())
     return mask;
   };
 
-  uint32_t mask_cur = my_steps > 0 ? issue(warp, 0) : 0u;
+  // kStages-deep cp.async pipeline per warp. The 16-bit key masks of the
+  // steps in flight queue up in one register, oldest in the low bits.
+  constexpr int S = T::kStages;
+  uint64_t masks = 0;
+#pragma unroll
+  for (int k = 0; k < S - 1; ++k) {
+    const uint64_t mask = k < my_steps ? issue(warp + k * kWarps, k) : (cp_async_commit(), 0u);
+    masks |= mask << (16 * k);
+  }
   for (int32_t i = 0; i < my_steps; ++i) {
-    const int stage = i & 1;
-    uint32_t mask_next = 0;
-    if (i + 1 < my_steps) {
-      mask_next = issue(warp + (i + 1) * kWarps, stage ^ 1);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    const int stage = i % S;
+    // The stage of step i - 1 is free (its reads ended at the last
+    // __syncwarp), so step i + S - 1 goes there.
+    const int32_t ahead = i + S - 1;
+    const uint64_t mask_ahead =
+        ahead < my_steps ? issue(warp + ahead * kWarps, ahead % S) : (cp_async_commit(), 0u);
+    masks |= mask_ahead << (16 * (S - 1));
+    cp_async_wait<S - 1>();
     __syncwarp();
+    const uint32_t mask_cur = static_cast<uint32_t>(masks & 0xffffu);
+    masks >>= 16;
     const unsigned char* rows = wbuf + stage * T::kStageBytes;
 
     // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
@@ -223,7 +233,6 @@ __global__ void __launch_bounds__(attention_threads())
     pa[3] = pack_bf16x2(s[1][2], s[1][3]);
     pv_step<T>(rows, lane, pa, acc);
     __syncwarp();
-    mask_cur = mask_next;
   }
 
 #pragma unroll

@@ -26,7 +26,8 @@ struct Tile {
   static constexpr int kRawPitch = kFp8 ? kRawRowBytes : smem_row_pitch(kRawRowBytes);
   static constexpr int kChunks = kRawRowBytes / 16;  // 16-byte cp.async per row
   static constexpr int kStageBytes = keys_per_step() * kRawPitch;
-  static constexpr int kWarpBytes = attention_stages() * kStageBytes;
+  static constexpr int kStages = attention_stages(kFp8);
+  static constexpr int kWarpBytes = kStages * kStageBytes;
   // The end-of-CTA merge reuses the stage buffers: per warp [16][D] acc and
   // [16][2] (m, l) in fp32.
   static constexpr int kMergeBytes = attention_warps() * mma_rows() * (D + 2) * 4;

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
+#include "cuda/common/smem_limit.h"
 #include "cuda/indexer/indexer.cuh"
 #include "cuda/indexer/tc_launch.h"
 
@@ -39,10 +40,7 @@ void launch_generic(const IndexerParams& params, DType summary_dtype, size_t max
   const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(tiles));
   dispatch_storage(summary_dtype, "summary_dtype", [&](auto tag) {
     auto* kernel = indexer_kernel<decltype(tag)>;
-    if (smem > kDefaultSmem) {
-      STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem)));
-    }
+    if (smem > kDefaultSmem) allow_max_smem(kernel);
     kernel<<<grid, indexer_warps() * 32, smem, stream>>>(params);
   });
   check_launch("indexer_kernel");

@@ -106,26 +106,40 @@ __device__ __forceinline__ TileRef locate(const int32_t* prefix, const int32_t* 
   return {lo, local / tiles, local % tiles};
 }
 
-// Copies the summaries of `ref`'s 64 regions into stage buffer `dst`
-// (regions past the request's scored range are zero-filled).
+// Block ids of the 64 regions of tile `ref` (-1 past the request's scored
+// range), one per thread of the first 64. Looked up one iteration before
+// the tile's copies are issued, so the block table's latency is hidden.
+__device__ __forceinline__ void lookup_blocks(const IndexerParams& p, const int32_t* cmax,
+                                              TileRef ref, int32_t* blocks) {
+  const int row = threadIdx.x;
+  if (row >= kRegions) return;
+  const int32_t j = ref.tile * kRegions + row;
+  const int regions_per_block = p.block_size / 8;
+  blocks[row] = j < cmax[ref.request]
+                    ? __ldg(p.block_table + int64_t{ref.request} * p.block_table_stride +
+                            j / regions_per_block)
+                    : -1;
+}
+
+// Copies the summaries of tile `ref` into stage buffer `dst` (regions past
+// the request's scored range are zero-filled); `blocks` from lookup_blocks.
 template <bool kFp8>
-__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int32_t* cmax, TileRef ref,
-                                           uint32_t dst) {
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, TileRef ref,
+                                           const int32_t* blocks, uint32_t dst) {
   const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
   const int chunks = row_bytes / 16;
-  const int32_t* table = p.block_table + int64_t{ref.request} * p.block_table_stride;
   const int regions_per_block = p.block_size / 8;
-  const int32_t limit = cmax[ref.request];
+  // A warp copies whole rows: consecutive lanes, consecutive chunks.
   for (int i = threadIdx.x; i < kRegions * chunks; i += kThreads) {
     const int row = i / chunks, c = i % chunks;
+    const int32_t block = blocks[row];
     const int32_t j = ref.tile * kRegions + row;
-    const bool valid = j < limit;
     const char* src = static_cast<const char*>(p.summaries);
-    if (valid) {
-      src += int64_t{__ldg(table + j / regions_per_block)} * p.summary_block_stride +
+    if (block >= 0) {
+      src += int64_t{block} * p.summary_block_stride +
              int64_t{j % regions_per_block} * p.summary_region_stride + c * 16;
     }
-    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16, src, valid);
+    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16, src, block >= 0);
   }
 }
 
@@ -322,11 +336,21 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   const uint32_t query_addr = smem_addr(base + L.query);
   const int atoms = p.index_dim / 64;
 
-  // Prologue: the first kStages - 1 tiles in flight.
+  // Block ids of tiles in flight: slot t % kStages holds tile t's, looked
+  // up an iteration before tile t is issued.
+  int32_t* blocks = reinterpret_cast<int32_t*>(base + L.blocks);
+  auto blocks_of = [&](int32_t index) { return blocks + ((index - begin) % kStages) * kRegions; };
+
+  // Prologue: the first kStages - 1 tiles in flight, the next one looked up.
+  for (int s = 0; s < kStages && begin + s < end; ++s) {
+    lookup_blocks(p, cmax, locate(prefix, cmax, R, begin + s), blocks_of(begin + s));
+  }
+  __syncthreads();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (begin + s < end) {
-      issue_tile<kFp8>(p, cmax, locate(prefix, cmax, R, begin + s), stages + s * L.tile_bytes);
+      issue_tile<kFp8>(p, locate(prefix, cmax, R, begin + s), blocks_of(begin + s),
+                       stages + s * L.tile_bytes);
     }
     cp_async_commit();
   }
@@ -341,10 +365,14 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
     __syncthreads();  // the tile landed for every thread; stage (index-1) is free
     const int32_t ahead = index + kStages - 1;
     if (ahead < end) {
-      issue_tile<kFp8>(p, cmax, locate(prefix, cmax, R, ahead),
+      issue_tile<kFp8>(p, locate(prefix, cmax, R, ahead), blocks_of(ahead),
                        stages + ((ahead - begin) % kStages) * L.tile_bytes);
     }
     cp_async_commit();
+    // Tile ahead + 1 reuses the slot of tile index, issued long ago.
+    if (ahead + 1 < end) {
+      lookup_blocks(p, cmax, locate(prefix, cmax, R, ahead + 1), blocks_of(ahead + 1));
+    }
 
     const TileRef ref = locate(prefix, cmax, R, index);
     if (ref.request != current.request || ref.block != current.block) {

@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
+#include "cuda/common/smem_limit.h"
 #include "cuda/indexer/tc_kernel.cuh"
 
 namespace step5::cuda {
@@ -44,8 +45,7 @@ void with_kernel(int tile_n, DType summary_dtype, F&& f) {
 int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
   int blocks = 0;
   with_kernel(tile_n, summary_dtype, [&](auto* kernel) {
-    STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
+    allow_max_smem(kernel);
     STEP5_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, indexer_tc_threads(), smem));
   });
@@ -64,8 +64,7 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
                   smem, " of ", max_smem, ", ctas ", p.ctas, ", rows per unit ", p.rows_per_unit,
                   "); plan the step with the backend that runs it");
   with_kernel(p.tile_n, summary_dtype, [&](auto* kernel) {
-    STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
+    allow_max_smem(kernel);
     kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_threads(), smem, stream>>>(p);
   });
   check_launch("indexer_tc_kernel");

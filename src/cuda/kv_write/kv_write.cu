@@ -17,6 +17,13 @@ int blocks_for(int64_t work) {
       std::clamp<int64_t>((work + kv_write_threads() - 1) / kv_write_threads(), 1, kMaxBlocks));
 }
 
+__global__ void fp8_convert_kernel(const float* in, uint8_t* out, int64_t count) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    out[i] = float_to_fp8_bits(in[i]);
+  }
+}
+
 }  // namespace
 
 void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t stream) {

@@ -7,12 +7,13 @@
 
 namespace step5::cuda {
 
+// Thread `thread` of `threads` writes every threads-th vector.
 template <class Storage>
-__global__ void kv_write_kernel(KvWriteParams p) {
+__device__ __forceinline__ void write_kv_rows(const KvWriteParams& p, int64_t thread,
+                                              int64_t threads) {
   const int vectors_per_row = 2 * p.head_size / 8;  // K then V
   const int64_t total = p.num_tokens * p.num_heads * vectors_per_row;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = thread; i < total; i += threads) {
     const int v = static_cast<int>(i % vectors_per_row);
     const int64_t tg = i / vectors_per_row;
     const int g = static_cast<int>(tg % p.num_heads);
@@ -43,11 +44,10 @@ __global__ void kv_write_kernel(KvWriteParams p) {
   }
 }
 
-__global__ void fp8_convert_kernel(const float* in, uint8_t* out, int64_t count) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    out[i] = float_to_fp8_bits(in[i]);
-  }
+template <class Storage>
+__global__ void kv_write_kernel(KvWriteParams p) {
+  write_kv_rows<Storage>(p, blockIdx.x * int64_t{blockDim.x} + threadIdx.x,
+                         int64_t{gridDim.x} * blockDim.x);
 }
 
 }  // namespace step5::cuda

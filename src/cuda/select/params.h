@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/common/rows.h"
+#include "cuda/summaries/params.h"
 
 namespace step5::cuda {
 
@@ -22,8 +23,15 @@ struct SelectParams {
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null
   int64_t selected_stride_t = 0;      // elements
   int64_t selected_stride_g = 0;
-  int32_t num_groups = 0;  // G (grid y)
-  int32_t topk = 0;        // K
+  int32_t num_groups = 0;             // G (grid y)
+  int32_t topk = 0;                   // K
+  uint32_t* clear_row_max = nullptr;  // u32 [num_rows, G]: zeroed once read (the next
+                                      // indexer accumulates into it); may be null
+  // A forward's ring write rides on this launch (one launch fewer): the
+  // CTA of (row, group 0) stores the row in its request's ring when the
+  // ring keeps it. It runs after the summaries, which read the old ring.
+  bool write_ring = false;
+  SummaryParams ring;  // used when write_ring
 };
 
 void launch_select(const SelectParams& params, cudaStream_t stream);

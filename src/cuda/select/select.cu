@@ -1,5 +1,6 @@
 #include "core/check.h"
 #include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
 #include "cuda/select/select.cuh"
 
 namespace step5::cuda {
@@ -16,7 +17,7 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(params.num_groups));
   auto* kernel = select_kernel<select_threads()>;
   constexpr int smem = static_cast<int>(sizeof(SelectList));
-  STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  allow_max_smem(kernel);
   kernel<<<grid, select_threads(), smem, stream>>>(params);
   check_launch("select_kernel");
 }

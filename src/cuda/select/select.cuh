@@ -22,6 +22,7 @@
 #include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
+#include "cuda/summaries/summaries.cuh"
 
 namespace step5::cuda {
 
@@ -148,6 +149,13 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   int32_t request = 0, position = 0;
   row_of(p.rows, p.row_begin + local_row, request, position);
   const int32_t closed = position / 8;
+  if (p.write_ring && g == 0) {
+    int32_t ring_position = 0;
+    if (ring_keeps(p.ring, request, p.row_begin + local_row, ring_position)) {
+      write_ring_row(p.ring, request, p.row_begin + local_row, ring_position,
+                     static_cast<int>(threadIdx.x), kThreads);
+    }
+  }
   int32_t* out = p.selected + local_row * p.selected_stride_t + g * p.selected_stride_g;
   if (closed <= p.topk) {
     for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
@@ -162,6 +170,10 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   uint32_t best;
   if (p.row_max != nullptr) {
     best = p.row_max[local_row * p.num_groups + g];
+    __syncthreads();  // every thread read it before it is cleared
+    if (p.clear_row_max != nullptr && threadIdx.x == 0) {
+      p.clear_row_max[local_row * p.num_groups + g] = 0;
+    }
   } else {
     uint32_t m = 0;
     for (int32_t base = 0; base < closed; base += kStep) {

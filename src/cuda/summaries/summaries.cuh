@@ -29,9 +29,10 @@ __device__ __forceinline__ RowSource summary_row(const SummaryParams& p, int r, 
           *reinterpret_cast<const float*>(row + 2 * p.index_dim)};
 }
 
+// One warp; `lane` owns values lane*8 + 256k.
 template <class Storage>
 __device__ void summarize_region(const SummaryParams& p, int r, int32_t begin, int32_t start,
-                                 int32_t region) {
+                                 int32_t region, int lane) {
   RowSource rows[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) rows[i] = summary_row(p, r, begin, start, 8 * region + i);
@@ -53,7 +54,7 @@ __device__ void summarize_region(const SummaryParams& p, int r, int32_t begin, i
   const int64_t block = __ldg(p.block_table + r * p.block_table_stride + position / p.block_size);
   char* out = static_cast<char*>(p.summaries) + block * p.summary_block_stride +
               ((position % p.block_size) / 8) * p.summary_region_stride;
-  for (int d = threadIdx.x * 8; d < p.index_dim; d += blockDim.x * 8) {
+  for (int d = lane * 8; d < p.index_dim; d += 32 * 8) {
     float num[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -94,30 +95,35 @@ __global__ void summaries_kernel(SummaryParams p) {
   const int32_t start = seq_len - (__ldg(p.query_start_loc + r + 1) - begin);
   for (int32_t region = start / 8 + static_cast<int32_t>(blockIdx.y); region < seq_len / 8;
        region += static_cast<int32_t>(gridDim.y)) {
-    summarize_region<Storage>(p, r, begin, start, region);
+    summarize_region<Storage>(p, r, begin, start, region, static_cast<int>(threadIdx.x));
   }
 }
 
-// One warp per (request, ring row): row i of the request's last
-// m = min(query_len, capacity) rows goes to slot position % capacity.
-__global__ void ring_write_kernel(SummaryParams p) {
-  const int r = blockIdx.x;
-  const int32_t begin = __ldg(p.query_start_loc + r);
-  const int32_t qlen = __ldg(p.query_start_loc + r + 1) - begin;
-  const int32_t m = min(qlen, p.ring_capacity);
-  const int i = blockIdx.y;
-  if (i >= m) return;
-  const int32_t position = __ldg(p.seq_lens + r) - m + i;
-  const int64_t t = begin + qlen - m + i;
+// Stores step row t (position `position` of request r) in the request's
+// ring; threads [thread, threads) of the caller share the copy.
+__device__ __forceinline__ void write_ring_row(const SummaryParams& p, int r, int64_t t,
+                                               int32_t position, int thread, int threads) {
   char* row = static_cast<char*>(p.ring) + __ldg(p.ring_index + r) * p.ring_entry_stride +
               (position % p.ring_capacity) * p.ring_row_bytes;
   const uint16_t* key = p.index_key + t * p.index_key_stride;
-  for (int d = threadIdx.x * 8; d < p.index_dim; d += blockDim.x * 8) {
+  for (int d = thread * 8; d < p.index_dim; d += threads * 8) {
     *reinterpret_cast<uint4*>(row + 2 * d) = *reinterpret_cast<const uint4*>(key + d);
   }
-  if (threadIdx.x == 0) {
+  if (thread == 0) {
     *reinterpret_cast<float*>(row + 2 * p.index_dim) = __ldg(p.index_z + t * p.index_z_stride);
   }
+}
+
+// Whether step row t of request r (query rows [begin, begin + qlen), the
+// last at position seq_len - 1) is among the last min(qlen, capacity) rows,
+// the ones the ring keeps; sets its position.
+__device__ __forceinline__ bool ring_keeps(const SummaryParams& p, int r, int64_t t,
+                                           int32_t& position) {
+  const int32_t begin = __ldg(p.query_start_loc + r);
+  const int32_t qlen = __ldg(p.query_start_loc + r + 1) - begin;
+  const int32_t m = min(qlen, p.ring_capacity);
+  position = __ldg(p.seq_lens + r) - qlen + static_cast<int32_t>(t - begin);
+  return t >= begin + qlen - m;
 }
 
 }  // namespace step5::cuda
