@@ -73,8 +73,8 @@ for stage in $STAGES; do
       for f in "${filters[@]}"; do
         k=$((k + 1))
         timeout "${PROFILE_TIMEOUT:-120}" ncu --clock-control none --csv --page raw \
-          --kernel-name regex:"kv_write|summaries|ring_write|indexer|select|paged|combine" \
-          --launch-skip "${PROFILE_SKIP:-35}" --launch-count "${PROFILE_COUNT:-14}" \
+          --kernel-name regex:"cache_update|kv_write|summaries|ring_write|indexer|select|paged|combine" \
+          --launch-skip "${PROFILE_SKIP:-19}" --launch-count "${PROFILE_COUNT:-10}" \
           --print-units base --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size \
           "$BIN" bench --quick --no-check --filter "$f" > "$LOG/profile$k.csv" 2> "$LOG/profile$k.err"
         rc=$?
@@ -95,6 +95,22 @@ for r in rows[head + 2:]:
 PY
       done
       note profile "done" ;;
+    detail)
+      # ncu sections (stall reasons, occupancy, memory) of one launch per
+      # "kernel-regex@bench-filter" item in $DETAIL (';'-separated).
+      IFS=';' read -ra items <<< "${DETAIL:-paged@csa bf16 decode ctx 128K b32 q1 indep}"
+      k=0
+      for item in "${items[@]}"; do
+        k=$((k + 1))
+        timeout "${PROFILE_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${item%%@*}" \
+          --launch-skip 2 --launch-count 1 --section SpeedOfLight --section Occupancy \
+          --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+          --section LaunchStats \
+          "$BIN" bench --quick --no-check --filter "${item#*@}" > "$LOG/detail$k.txt" 2>&1
+        echo "== detail $k: $item (rc $?)"
+        grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\)" "$LOG/detail$k.txt" | head -40
+      done
+      note detail "done" ;;
     peers)
       PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-240}" python3 bench/peers.py \
         --ours "$LOG/bench.json" --out "$LOG" > "$LOG/peers.log" 2>&1

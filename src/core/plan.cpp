@@ -48,15 +48,19 @@ std::string describe_view(const TensorView& v) {
 // A 1-D metadata view with at least `min_len` contiguous entries. Checked
 // before any host copy is read: the planner reads exactly that many.
 void check_meta_vector(const TensorView& v, const char* what, DType dtype, int64_t min_len) {
-  require(v.present() && v.rank == 1 && v.dtype == dtype, kBad, what, ": expected a ",
-          dtype_name(dtype), " vector of at least ", min_len, " entries, got ", describe_view(v));
+  if (!v.present() || v.rank != 1 || v.dtype != dtype) {
+    detail::fail_invalid(what, ": expected a ", dtype_name(dtype), " vector of at least ", min_len,
+                         " entries, got ", describe_view(v));
+  }
   require(v.shape[0] >= min_len, kBad, what, ": dim 0 expected >= ", min_len, ", got ", v.shape[0]);
   require(v.stride[0] == 1, kBad, what, ": stride expected 1 (contiguous), got ", v.stride[0]);
 }
 
 void check_block_table_view(const TensorView& v, int32_t R) {
-  require(v.present() && v.rank == 2 && v.dtype == DType::i32, kBad,
-          "step.block_table: expected an i32 tensor [R, max_blocks], got ", describe_view(v));
+  if (!v.present() || v.rank != 2 || v.dtype != DType::i32) {
+    detail::fail_invalid("step.block_table: expected an i32 tensor [R, max_blocks], got ",
+                         describe_view(v));
+  }
   require(v.shape[0] >= R, kBad, "step.block_table: dim 0 expected >= num_requests (", R, "), got ",
           v.shape[0]);
   require(v.shape[1] >= 0 && v.shape[1] < (int64_t{1} << 31), kBad,

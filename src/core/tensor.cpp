@@ -74,18 +74,24 @@ void check_tensor(const TensorView& view, const TensorSpec& spec) {
           dtype_name(spec.dtype), ", got ", dtype_name(view.dtype));
   require(view.device == spec.device, ErrorCode::invalid_argument, spec.what, ": device expected ",
           device_name(spec.device), ", got ", device_name(view.device));
+  // Checked on every forward: the message (and its shape string) is built
+  // only on failure.
   const auto rank = static_cast<int>(spec.dims.size());
-  require(view.rank == rank, ErrorCode::invalid_argument, spec.what, ": rank expected ", rank,
-          ", got ", view.rank, " (shape ", shape_string(view), ")");
+  if (view.rank != rank) {
+    fail_invalid(spec.what, ": rank expected ", rank, ", got ", view.rank, " (shape ",
+                 shape_string(view), ")");
+  }
   int d = 0;
   for (int64_t want : spec.dims) {
     const int64_t got = view.shape[static_cast<size_t>(d)];
     if (d == 0 && spec.min_rows) {
-      require(got >= want, ErrorCode::invalid_argument, spec.what, ": dim 0 expected >= ", want,
-              ", got ", got, " (shape ", shape_string(view), ")");
-    } else if (want >= 0) {
-      require(got == want, ErrorCode::invalid_argument, spec.what, ": dim ", d, " expected ", want,
-              ", got ", got, " (shape ", shape_string(view), ")");
+      if (got < want) {
+        fail_invalid(spec.what, ": dim 0 expected >= ", want, ", got ", got, " (shape ",
+                     shape_string(view), ")");
+      }
+    } else if (want >= 0 && got != want) {
+      fail_invalid(spec.what, ": dim ", d, " expected ", want, ", got ", got, " (shape ",
+                   shape_string(view), ")");
     }
     ++d;
   }

@@ -26,10 +26,13 @@ void require_rows(const TensorView& v, const char* what) {
   bool ok = reinterpret_cast<uintptr_t>(v.data) % 16 == 0;
   for (int d = 0; d + 1 < v.rank; ++d)
     ok = ok && (v.stride[static_cast<size_t>(d)] * elem) % 16 == 0;
-  detail::require(ok, ErrorCode::unsupported, "cuda backend: ", what,
-                  " expected 16-byte aligned data and outer strides (vector access), got "
-                  "address ",
-                  v.data, " shape ", detail::shape_string(v));
+  if (!ok) {
+    detail::fail(ErrorCode::unsupported,
+                 detail::concat("cuda backend: ", what,
+                                " expected 16-byte aligned data and outer strides (vector access), "
+                                "got address ",
+                                v.data, " shape ", detail::shape_string(v)));
+  }
 }
 
 template <class T>
