@@ -108,9 +108,28 @@ PY
           --section LaunchStats \
           "$BIN" bench --quick --no-check --filter "${item#*@}" > "$LOG/detail$k.txt" 2>&1
         echo "== detail $k: $item (rc $?)"
-        grep -E "Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\)" "$LOG/detail$k.txt" | head -40
+        grep -iE "Duration|stalled|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\)" "$LOG/detail$k.txt" | cut -c1-220 | head -45
       done
       note detail "done" ;;
+    sass)
+      # Opcode histograms of the kernels whose mangled names contain the
+      # ';'-separated strings of $SASS_FUNCS.
+      cuobjdump -sass "$BIN" > "$LOG/sass.txt" 2>&1
+      python3 - "$LOG/sass.txt" "${SASS_FUNCS:-indexer_tc_kernelILi32ENS0_6Fp8Tag}" <<'PY'
+import collections, re, sys
+text = open(sys.argv[1]).read().split("Function : ")
+for want in sys.argv[2].split(";"):
+    for block in text:
+        name = block.split("\n", 1)[0]
+        if want not in name:
+            continue
+        ops = collections.Counter()
+        for m in re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(\.[A-Z0-9_.]+)?", block):
+            ops[m.group(1)] += 1
+        print(f"== {name[:100]}: {sum(ops.values())} instructions")
+        print("   " + ", ".join(f"{k} {v}" for k, v in ops.most_common(28)))
+PY
+      note sass "done" ;;
     peers)
       PYTHONUNBUFFERED=1 timeout "${PEERS_TIMEOUT:-240}" python3 bench/peers.py \
         --ours "$LOG/bench.json" --out "$LOG" > "$LOG/peers.log" 2>&1

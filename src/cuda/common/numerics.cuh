@@ -35,22 +35,20 @@ __device__ __forceinline__ float fp8_bits_to_float(uint8_t v) {
 }
 
 // Two e4m3 values in the low 16 bits of `two` (low byte first) as bf16x2,
-// exactly (every e4m3 value is a bf16 value): e4m3 -> f16 is a hardware
-// conversion; an e4m3-valued f16 (normal or zero) keeps its top
-// bits in bf16 once its exponent is rebased by 2^(127-15), which one bf16x2
-// multiply does exactly (zero stays zero).
+// exactly (every e4m3 value is a bf16 value), in five instructions: the
+// hardware converts e4m3 -> f16 (exact, subnormals included); an e4m3-valued
+// f16 has at most 3 mantissa bits, so its sign and top bits moved to bf16
+// positions are the value times 2^-112 (zero stays zero, every other value
+// is a normal bf16), and one bf16x2 multiply by 2^112 (exact) rebases it.
 __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
-  const __half2_raw h =
-      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
-  const uint32_t x = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-  // Magnitude bits of each half, shifted from f16 (10 mantissa bits) to
-  // bf16 (7) positions; an e4m3 value has only 3 mantissa bits, so no bit is
-  // lost. The result is the value times 2^-112.
-  const uint32_t y = ((x >> 3) & 0x0fff0fffu) | (x & 0x80008000u);
-  __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&y);
-  const __nv_bfloat162 rebase = __floats2bfloat162_rn(5.192296858534828e33f, 5.192296858534828e33f);
-  v = __hmul2(v, rebase);  // x 2^112
-  return *reinterpret_cast<const uint32_t*>(&v);
+  uint32_t h;
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+      : "=r"(h)
+      : "r"(two));
+  const uint32_t y = ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
+  uint32_t v;
+  asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(v) : "r"(y), "r"(0x77807780u));  // x 2^112
+  return v;
 }
 
 }  // namespace step5::cuda

@@ -61,7 +61,7 @@ struct IndexerParams {
 // bytes per value), tile N and R requests, alignment slack included.
 size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests);
 // Whether the tensor-core kernel takes this layer shape at all (I <= 4,
-// Di a multiple of 128, at most 512).
+// Di 128, 256 or 512).
 bool indexer_tc_supports(const LayerConfig& config);
 
 void launch_indexer(const IndexerParams& params, IndexerPath path, DType summary_dtype,

@@ -106,40 +106,40 @@ __device__ __forceinline__ TileRef locate(const int32_t* prefix, const int32_t* 
   return {lo, local / tiles, local % tiles};
 }
 
-// Block ids of the 64 regions of tile `ref` (-1 past the request's scored
-// range), one per thread of the first 64. Looked up one iteration before
-// the tile's copies are issued, so the block table's latency is hidden.
+// Byte offsets (into the summary cache) of the 64 regions of tile `ref`,
+// -1 past the request's scored range; one per thread of the first 64.
+// Looked up one iteration before the tile's copies are issued, so the
+// block table's latency is hidden.
 __device__ __forceinline__ void lookup_blocks(const IndexerParams& p, const int32_t* cmax,
-                                              TileRef ref, int32_t* blocks) {
+                                              TileRef ref, int64_t* offsets) {
   const int row = threadIdx.x;
   if (row >= kRegions) return;
   const int32_t j = ref.tile * kRegions + row;
   const int regions_per_block = p.block_size / 8;
-  blocks[row] = j < cmax[ref.request]
-                    ? __ldg(p.block_table + int64_t{ref.request} * p.block_table_stride +
-                            j / regions_per_block)
-                    : -1;
+  int64_t offset = -1;
+  if (j < cmax[ref.request]) {
+    const int32_t block =
+        __ldg(p.block_table + int64_t{ref.request} * p.block_table_stride + j / regions_per_block);
+    offset = int64_t{block} * p.summary_block_stride +
+             int64_t{j % regions_per_block} * p.summary_region_stride;
+  }
+  offsets[row] = offset;
 }
 
-// Copies the summaries of tile `ref` into stage buffer `dst` (regions past
-// the request's scored range are zero-filled); `blocks` from lookup_blocks.
+// Copies the summaries of one tile into stage buffer `dst` (regions past
+// the request's scored range are zero-filled); `offsets` from
+// lookup_blocks. Rows are 2^log2_chunks 16-byte chunks (Di a power of two).
 template <bool kFp8>
-__device__ __forceinline__ void issue_tile(const IndexerParams& p, TileRef ref,
-                                           const int32_t* blocks, uint32_t dst) {
-  const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
-  const int chunks = row_bytes / 16;
-  const int regions_per_block = p.block_size / 8;
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
+                                           int log2_chunks, uint32_t dst) {
+  const int chunks = 1 << log2_chunks;
+  const int row_bytes = chunks * 16;
   // A warp copies whole rows: consecutive lanes, consecutive chunks.
   for (int i = threadIdx.x; i < kRegions * chunks; i += kThreads) {
-    const int row = i / chunks, c = i % chunks;
-    const int32_t block = blocks[row];
-    const int32_t j = ref.tile * kRegions + row;
-    const char* src = static_cast<const char*>(p.summaries);
-    if (block >= 0) {
-      src += int64_t{block} * p.summary_block_stride +
-             int64_t{j % regions_per_block} * p.summary_region_stride + c * 16;
-    }
-    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16, src, block >= 0);
+    const int row = i >> log2_chunks, c = i & (chunks - 1);
+    const int64_t offset = offsets[row];
+    const char* src = static_cast<const char*>(p.summaries) + (offset >= 0 ? offset + c * 16 : 0);
+    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16, src, offset >= 0);
   }
 }
 
@@ -338,8 +338,9 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
 
   // Block ids of tiles in flight: slot t % kStages holds tile t's, looked
   // up an iteration before tile t is issued.
-  int32_t* blocks = reinterpret_cast<int32_t*>(base + L.blocks);
-  auto blocks_of = [&](int32_t index) { return blocks + ((index - begin) % kStages) * kRegions; };
+  int64_t* offsets = reinterpret_cast<int64_t*>(base + L.blocks);
+  auto blocks_of = [&](int32_t index) { return offsets + ((index - begin) % kStages) * kRegions; };
+  const int log2_chunks = 31 - __clz(row_bytes / 16);
 
   // Prologue: the first kStages - 1 tiles in flight, the next one looked up.
   for (int s = 0; s < kStages && begin + s < end; ++s) {
@@ -349,8 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (begin + s < end) {
-      issue_tile<kFp8>(p, locate(prefix, cmax, R, begin + s), blocks_of(begin + s),
-                       stages + s * L.tile_bytes);
+      issue_tile<kFp8>(p, blocks_of(begin + s), log2_chunks, stages + s * L.tile_bytes);
     }
     cp_async_commit();
   }
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
     __syncthreads();  // the tile landed for every thread; stage (index-1) is free
     const int32_t ahead = index + kStages - 1;
     if (ahead < end) {
-      issue_tile<kFp8>(p, locate(prefix, cmax, R, ahead), blocks_of(ahead),
+      issue_tile<kFp8>(p, blocks_of(ahead), log2_chunks,
                        stages + ((ahead - begin) % kStages) * L.tile_bytes);
     }
     cp_async_commit();

@@ -14,9 +14,11 @@ size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int n
 }
 
 bool indexer_tc_supports(const LayerConfig& c) {
-  // Di: whole 64-wide atoms of the query operand, and at least 8 16-byte
-  // chunks per fp8 summary row for the bank swizzle (tc_layout.cuh).
-  return c.index_heads <= indexer_tc_heads() && c.index_dim % 128 == 0 &&
+  // Di: whole 64-wide atoms of the query operand, at least 8 16-byte chunks
+  // per fp8 summary row for the bank swizzle (tc_layout.cuh), and a power
+  // of two so the copy loop splits chunks by shifts.
+  const bool power_of_two = (c.index_dim & (c.index_dim - 1)) == 0;
+  return c.index_heads <= indexer_tc_heads() && c.index_dim >= 128 && power_of_two &&
          c.index_dim <= indexer_tc_max_index_dim();
 }
 
@@ -57,7 +59,8 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
   const int bytes = summary_dtype == DType::fp8_e4m3 ? 1 : 2;
   const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests);
   detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 &&
-                      p.index_heads <= indexer_tc_heads() && p.index_dim % 128 == 0,
+                      p.index_heads <= indexer_tc_heads() && p.index_dim >= 128 &&
+                      (p.index_dim & (p.index_dim - 1)) == 0,
                   ErrorCode::invalid_argument,
                   "cuda backend indexer: the plan's tensor-core schedule does not fit this "
                   "launch (smem ",

@@ -36,7 +36,7 @@ struct IndexerSmem {
   uint32_t out_row;    // i64 [P]: element offset of each slot's scores row
   uint32_t row_max;    // u32 [P]: best order key of each slot in this block
   uint32_t max_index;  // i32 [P]: each slot's entry of IndexerParams::row_max
-  uint32_t blocks;     // i32 [stages][64]: block ids of the regions of tiles in flight
+  uint32_t blocks;     // i64 [stages][64]: byte offsets of the regions of tiles in flight
   uint32_t prefix;     // i32 [R + 1]: work tiles before request r
   uint32_t cmax;       // i32 [R]: regions the request's rows need scored
   uint32_t total;      // bytes from the aligned base
@@ -59,8 +59,8 @@ __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index
   s.out_row = align_to(s.closed + slots * 4u, 8);
   s.row_max = s.out_row + slots * 8u;
   s.max_index = s.row_max + slots * 4u;
-  s.blocks = s.max_index + slots * 4u;
-  s.prefix = s.blocks + static_cast<uint32_t>(indexer_tc_stages() * indexer_tc_tile_regions()) * 4u;
+  s.blocks = align_to(s.max_index + slots * 4u, 8);
+  s.prefix = s.blocks + static_cast<uint32_t>(indexer_tc_stages() * indexer_tc_tile_regions()) * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
   s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
   return s;
