@@ -111,6 +111,20 @@ PY
         grep -iE "Duration|stalled|Memory Throughput|DRAM Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Stall|L2 Hit|Mem Busy|Max Bandwidth|Compute \(SM\)" "$LOG/detail$k.txt" | cut -c1-220 | head -45
       done
       note detail "done" ;;
+    source)
+      # Per-SASS-instruction executed counts and stall samples of one launch
+      # per "kernel-regex@bench-filter" item in $SOURCE (';'-separated).
+      IFS=';' read -ra items <<< "${SOURCE:-indexer@csa bf16 decode ctx 128K b32 q1 indep}"
+      k=0
+      for item in "${items[@]}"; do
+        k=$((k + 1))
+        timeout "${PROFILE_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${item%%@*}" \
+          --launch-skip 2 --launch-count 1 --section SourceCounters --section WarpStateStats \
+          --section InstructionStats --page source --csv --print-source sass \
+          "$BIN" bench --quick --no-check --filter "${item#*@}" > "$LOG/source$k.csv" 2>&1
+        echo "== source $k: $item (rc $?) $(wc -l < "$LOG/source$k.csv") lines"
+      done
+      note source "done" ;;
     sass)
       # Opcode histograms of the kernels whose mangled names contain the
       # ';'-separated strings of $SASS_FUNCS.

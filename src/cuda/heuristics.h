@@ -58,11 +58,13 @@ constexpr int indexer_tc_tile_regions() {
 constexpr int indexer_tc_heads() {
   return 4;
 }
-// Three stages of summary tiles: one being read, two in flight. A tile of
-// fp8 summaries (Di = 256) is 16 KB; 32 KB in flight per CTA and two or
-// three CTAs per SM cover the ~32 KB/SM that 4.3 TB/s needs at ~1 us.
-constexpr int indexer_tc_stages() {
-  return 3;
+// Stages of summary tiles per CTA. 64-region tiles (16 KB of fp8 Di=256):
+// three, one being read and two in flight. 128-region tiles (two M-tiles,
+// 32 KB): two, so two CTAs still share an SM (2 x ~80 KB of shared memory)
+// with 64 KB in flight per SM, twice the ~32 KB/SM that 4.3 TB/s needs at
+// ~1 us of latency.
+constexpr int indexer_tc_stages(int mtiles) {
+  return mtiles == 2 ? 2 : 3;
 }
 constexpr int indexer_tc_max_index_dim() {
   return 512;

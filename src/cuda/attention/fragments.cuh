@@ -7,18 +7,23 @@
 // column order.
 //
 // fp8 KV: no second shared-memory pass. Rows are staged raw and converted
-// to bf16 in registers (cuda::e4m3x2_to_bf16x2, exact):
+// in registers, exactly:
 //   - K: the head dimension is permuted consistently in Q and K (a dot
 //     product does not care about the order of its terms): for thread
 //     t = lane % 4 and k-step kk of atom i = kk / 4, s = kk % 4, MMA
 //     columns 2t, 2t+1 hold d = 64 i + 16 t + 4 s + {0, 1} and columns
 //     2t+8, 2t+9 hold d + 2, d + 3. One 16-byte load of a key row then
-//     gives the thread its B fragments for four k-steps.
+//     gives the thread its B fragments for four k-steps. When each of the
+//     CTA's Q rows, scaled by a power of two, is exact in f16 (almost
+//     always), Q K^T runs in f16 and K converts in one instruction per pair
+//     (the scale comes back out of the logits); otherwise in bf16.
 //   - V: ldmatrix.trans on the fp8 rows read as b16 pairs (d, d+1) gives
 //     thread (g, t) the bytes V[2t][d], V[2t][d+1], V[2t+1][d],
 //     V[2t+1][d+1] with d = d0 + 2g; bytes (0, 2) are its B fragment for
 //     the output tile of even d, bytes (1, 3) for the tile of odd d. Output
-//     tile 2m + parity holds d = 16 m + 2 n + parity, n = 0..7.
+//     tile 2m + parity holds d = 16 m + 2 n + parity, n = 0..7. V goes to
+//     bf16 times 2^-112 and P to bf16 times 2^112 (both exact), so P V is
+//     unchanged and V needs no rebasing multiply.
 //   - Chunk c of key row r is stored at chunk c ^ f(r % 8) (within its
 //     group of 8), f(r) = r ^ 4 (r & 1): the 8 rows of an ldmatrix land in
 //     8 bank groups, and so do the 16-byte K loads of rows 2m, 2m+1 by
@@ -75,12 +80,71 @@ __device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, i
   }
 }
 
-// s[nt] = Q K^T for the step's keys 8 nt .. 8 nt + 7 (nt = 0, 1).
+// fp8 KV: converts Q's fragments (bf16) to f16 when every row, scaled by a
+// power of two, is exact in f16; then `row_scale` undoes the scale of rows
+// r0 (0) and r0 + 8 (1). Decided per warp (every warp holds the same Q).
 template <class T>
+__device__ __forceinline__ bool q_to_f16(int lane, uint32_t (&qf)[T::kDim / 16][4],
+                                         float (&row_scale)[2]) {
+  int top[2] = {0, 0};
+#pragma unroll
+  for (int kk = 0; kk < T::kDim / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) top[i & 1] = max(top[i & 1], max_exponent(qf[kk][i]));
+  }
+  bool exact = true;
+  int shift[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    top[r] = max(top[r], __shfl_xor_sync(0xffffffffu, top[r], 1));
+    top[r] = max(top[r], __shfl_xor_sync(0xffffffffu, top[r], 2));
+    shift[r] = row_shift(top[r]);
+    exact = exact && shift[r] <= 100;
+  }
+#pragma unroll
+  for (int kk = 0; kk < T::kDim / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      exact = exact && f16_exact(qf[kk][i] & 0xffffu, top[i & 1]) &&
+              f16_exact(qf[kk][i] >> 16, top[i & 1]);
+    }
+  }
+  (void)lane;
+  if (!__all_sync(0xffffffffu, exact)) return false;
+#pragma unroll
+  for (int kk = 0; kk < T::kDim / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) qf[kk][i] = scaled_f16x2(qf[kk][i], pow2f(shift[i & 1]));
+  }
+  row_scale[0] = pow2f(-shift[0]);
+  row_scale[1] = pow2f(-shift[1]);
+  return true;
+}
+
+// s[nt] = Q K^T for the step's keys 8 nt .. 8 nt + 7 (nt = 0, 1); Q as
+// f16 fragments when kF16 (fp8 KV only), else bf16.
+template <class T, bool kF16>
 __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
                                         const uint32_t (&qf)[T::kDim / 16][4], float (&s)[2][4]) {
   constexpr int D = T::kDim;
-  if constexpr (T::kIsFp8) {
+  if constexpr (T::kIsFp8 && kF16) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int key = 8 * nt + g;
+#pragma unroll
+      for (int i = 0; i < D / 64; ++i) {
+        const uint4 x =
+            *reinterpret_cast<const uint4*>(rows + stage_chunk_offset<T>(key, 4 * i + t));
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int sk = 0; sk < 4; ++sk) {
+          mma_f16(s[nt], qf[4 * i + sk], cuda::e4m3x2_to_f16x2(w[sk]),
+                  cuda::e4m3x2_to_f16x2(w[sk] >> 16));
+        }
+      }
+    }
+  } else if constexpr (T::kIsFp8) {
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
@@ -110,7 +174,8 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
   }
 }
 
-// acc += P V over the step's 16 keys; pa is P as an A fragment.
+// acc += P V over the step's 16 keys; pa is P as an A fragment (fp8 KV:
+// bf16 of P times 2^112, see above).
 template <class T>
 __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
                                         const uint32_t (&pa)[4], float (&acc)[T::kDim / 8][4]) {
@@ -128,10 +193,10 @@ __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
       for (int h = 0; h < 2; ++h) {
         const uint32_t lo = b[2 * h], hi = b[2 * h + 1];  // keys 0-7, keys 8-15
         const int tile = 2 * (m + h);
-        mma_bf16(acc[tile], pa, cuda::e4m3x2_to_bf16x2(__byte_perm(lo, 0, 0x0020)),
-                 cuda::e4m3x2_to_bf16x2(__byte_perm(hi, 0, 0x0020)));
-        mma_bf16(acc[tile + 1], pa, cuda::e4m3x2_to_bf16x2(__byte_perm(lo, 0, 0x0031)),
-                 cuda::e4m3x2_to_bf16x2(__byte_perm(hi, 0, 0x0031)));
+        mma_bf16(acc[tile], pa, cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(lo, 0, 0x0020)),
+                 cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(hi, 0, 0x0020)));
+        mma_bf16(acc[tile + 1], pa, cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(lo, 0, 0x0031)),
+                 cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(hi, 0, 0x0031)));
       }
     }
   } else {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/launch.h"
@@ -118,7 +119,18 @@ __global__ void __launch_bounds__(attention_threads())
   for (int nd = 0; nd < D / 8; ++nd) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-  const float scale_log2 = p.softmax_scale * (T::kIsFp8 ? p.k_scale : 1.0f) * kLog2e;
+  // Logit scale of rows r0 and r0 + 8 (their Q may be f16, scaled).
+  float scale_log2[2];
+  scale_log2[0] = scale_log2[1] = p.softmax_scale * (T::kIsFp8 ? p.k_scale : 1.0f) * kLog2e;
+  bool q_f16 = false;
+  if constexpr (T::kIsFp8) {
+    float row_scale[2];
+    q_f16 = q_to_f16<T>(lane, qf, row_scale);
+    if (q_f16) {
+      scale_log2[0] *= row_scale[0];
+      scale_log2[1] *= row_scale[1];
+    }
+  }
 
   unsigned char* wbuf = smem + warp * T::kWarpBytes;
   const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
@@ -166,73 +178,83 @@ __global__ void __launch_bounds__(attention_threads())
     const uint64_t mask = k < my_steps ? issue(warp + k * kWarps, k) : (cp_async_commit(), 0u);
     masks |= mask << (16 * k);
   }
-  for (int32_t i = 0; i < my_steps; ++i) {
-    const int stage = i % S;
-    // The stage of step i - 1 is free (its reads ended at the last
-    // __syncwarp), so step i + S - 1 goes there.
-    const int32_t ahead = i + S - 1;
-    const uint64_t mask_ahead =
-        ahead < my_steps ? issue(warp + ahead * kWarps, ahead % S) : (cp_async_commit(), 0u);
-    masks |= mask_ahead << (16 * (S - 1));
-    cp_async_wait<S - 1>();
-    __syncwarp();
-    const uint32_t mask_cur = static_cast<uint32_t>(masks & 0xffffu);
-    masks >>= 16;
-    const unsigned char* rows = wbuf + stage * T::kStageBytes;
+  // The step loop, with Q K^T in f16 or bf16 (a uniform choice per warp).
+  auto steps = [&](auto f16) {
+    for (int32_t i = 0; i < my_steps; ++i) {
+      const int stage = i % S;
+      // The stage of step i - 1 is free (its reads ended at the last
+      // __syncwarp), so step i + S - 1 goes there.
+      const int32_t ahead = i + S - 1;
+      const uint64_t mask_ahead =
+          ahead < my_steps ? issue(warp + ahead * kWarps, ahead % S) : (cp_async_commit(), 0u);
+      masks |= mask_ahead << (16 * (S - 1));
+      cp_async_wait<S - 1>();
+      __syncwarp();
+      const uint32_t mask_cur = static_cast<uint32_t>(masks & 0xffffu);
+      masks >>= 16;
+      const unsigned char* rows = wbuf + stage * T::kStageBytes;
 
-    // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    qk_step<T>(rows, lane, qf, s);
+      // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
+      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+      qk_step<T, decltype(f16)::value>(rows, lane, qf, s);
 
-    // Online softmax in the log2 domain; rows r0 (e < 2) and r0 + 8.
-    float tmax[2] = {-INFINITY, -INFINITY};
+      // Online softmax in the log2 domain; rows r0 (e < 2) and r0 + 8.
+      float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = nt * 8 + c0 + (e & 1);
-        const float x = ((mask_cur >> key) & 1u) ? s[nt][e] * scale_log2 : -INFINITY;
-        s[nt][e] = x;
-        tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+        for (int e = 0; e < 4; ++e) {
+          const int key = nt * 8 + c0 + (e & 1);
+          const float x = ((mask_cur >> key) & 1u) ? s[nt][e] * scale_log2[e >> 1] : -INFINITY;
+          s[nt][e] = x;
+          tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+        }
       }
-    }
-    float alpha[2];
-    float m_use[2];
+      float alpha[2];
+      float m_use[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-      const float m_new = fmaxf(m[r], tmax[r]);
-      // A row with no key yet keeps m = -inf; guard exp2(-inf - -inf).
-      alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-      m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-      m[r] = m_new;
-      l[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
-        l[e >> 1] += s[nt][e];
+      for (int r = 0; r < 2; ++r) {
+        tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+        tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+        const float m_new = fmaxf(m[r], tmax[r]);
+        // A row with no key yet keeps m = -inf; guard exp2(-inf - -inf).
+        alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
+        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
+        m[r] = m_new;
+        l[r] *= alpha[r];
       }
-    }
 #pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      acc[nd][0] *= alpha[0];
-      acc[nd][1] *= alpha[0];
-      acc[nd][2] *= alpha[1];
-      acc[nd][3] *= alpha[1];
-    }
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
+          l[e >> 1] += s[nt][e];
+        }
+      }
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        acc[nd][0] *= alpha[0];
+        acc[nd][1] *= alpha[0];
+        acc[nd][2] *= alpha[1];
+        acc[nd][3] *= alpha[1];
+      }
 
-    // O += P V: the S accumulator layout is the A fragment of P.
-    uint32_t pa[4];
-    pa[0] = pack_bf16x2(s[0][0], s[0][1]);
-    pa[1] = pack_bf16x2(s[0][2], s[0][3]);
-    pa[2] = pack_bf16x2(s[1][0], s[1][1]);
-    pa[3] = pack_bf16x2(s[1][2], s[1][3]);
-    pv_step<T>(rows, lane, pa, acc);
-    __syncwarp();
+      // O += P V: the S accumulator layout is the A fragment of P.
+      uint32_t pa[4];
+      // fp8 KV: P times 2^112 (exact), against V times 2^-112.
+      const float p_scale = T::kIsFp8 ? 5.192296858534828e33f : 1.0f;
+      pa[0] = pack_bf16x2(s[0][0] * p_scale, s[0][1] * p_scale);
+      pa[1] = pack_bf16x2(s[0][2] * p_scale, s[0][3] * p_scale);
+      pa[2] = pack_bf16x2(s[1][0] * p_scale, s[1][1] * p_scale);
+      pa[3] = pack_bf16x2(s[1][2] * p_scale, s[1][3] * p_scale);
+      pv_step<T>(rows, lane, pa, acc);
+      __syncwarp();
+    }
+  };
+  if (T::kIsFp8 && q_f16) {
+    steps(std::integral_constant<bool, T::kIsFp8>{});
+  } else {
+    steps(std::false_type{});
   }
 
 #pragma unroll

@@ -34,6 +34,16 @@ __device__ __forceinline__ float fp8_bits_to_float(uint8_t v) {
   return __half2float(__half(h));
 }
 
+// Two e4m3 values in the low 16 bits of `two` (low byte first) as f16x2,
+// exactly (one hardware conversion).
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  uint32_t h;
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+      : "=r"(h)
+      : "r"(two));
+  return h;
+}
+
 // Two e4m3 values in the low 16 bits of `two` (low byte first) as bf16x2,
 // exactly (every e4m3 value is a bf16 value), in five instructions: the
 // hardware converts e4m3 -> f16 (exact, subnormals included); an e4m3-valued
@@ -41,14 +51,57 @@ __device__ __forceinline__ float fp8_bits_to_float(uint8_t v) {
 // positions are the value times 2^-112 (zero stays zero, every other value
 // is a normal bf16), and one bf16x2 multiply by 2^112 (exact) rebases it.
 __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
-  uint32_t h;
-  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
-      : "=r"(h)
-      : "r"(two));
+  const uint32_t h = e4m3x2_to_f16x2(two);
   const uint32_t y = ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
   uint32_t v;
   asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(v) : "r"(y), "r"(0x77807780u));  // x 2^112
   return v;
+}
+
+// Two e4m3 values as bf16x2 times 2^-112 (every value a normal bf16, or
+// zero): e4m3x2_to_bf16x2 without its rebase, for a caller that folds 2^112
+// into the other operand.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_times_2m112(uint32_t two) {
+  const uint32_t h = e4m3x2_to_f16x2(two);
+  return ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
+}
+
+// bf16 -> f16 with a power-of-two row scale, for MMAs whose other operand
+// converts to f16 more cheaply than to bf16 (e4m3). A row of bf16 values is
+// scaled by 2^row_shift(e), e its largest exponent field, which takes its
+// largest value to f16's top binade; the conversion is then exact for every
+// value within 32 binades of that largest (f16 subnormals included).
+
+// bf16 exponent field (0..255) of both halves of a bf16x2 word, the larger.
+__device__ __forceinline__ int max_exponent(uint32_t two) {
+  return max(static_cast<int>((two >> 7) & 0xffu), static_cast<int>((two >> 23) & 0xffu));
+}
+
+// Whether a bf16 value scaled by 2^shift is exact in f16 (subnormals of
+// f16 included), given its row's largest exponent field `row_max`.
+__device__ __forceinline__ bool f16_exact(uint32_t bits16, int row_max) {
+  const int e = static_cast<int>((bits16 >> 7) & 0xffu);
+  if ((bits16 & 0x7fffu) == 0) return true;        // +-0
+  return e != 0 && e != 255 && e >= row_max - 32;  // normal, within 32 binades of the max
+}
+
+// Power-of-two exponent that takes a row with largest exponent field
+// `row_max` to the top binade of f16 (0 for an all-zero row).
+__device__ __forceinline__ int row_shift(int row_max) {
+  return row_max == 0 ? 0 : 142 - row_max;
+}
+
+// 2^e as a float, for -126 <= e <= 127.
+__device__ __forceinline__ float pow2f(int e) {
+  return __int_as_float((e + 127) << 23);
+}
+
+// Both bf16 values of a bf16x2 word times `scale`, as f16x2 (round to
+// nearest; exact when f16_exact holds for both and scale = 2^row_shift).
+__device__ __forceinline__ uint32_t scaled_f16x2(uint32_t two, float scale) {
+  const __half2 h = __floats2half2_rn(__uint_as_float(two << 16) * scale,
+                                      __uint_as_float(two & 0xffff0000u) * scale);
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 }  // namespace step5::cuda

@@ -25,18 +25,33 @@
 
 namespace step5::cuda::tc {
 
+// wgmma M-tiles (64 regions each) per pipeline tile: two at N = 32 (decode),
+// so each barrier, copy and lookup serves 128 regions; one from N = 64 on,
+// where two (with their A fragments, double buffered) would spill.
+constexpr int mtiles(int tile_n) {
+  return tile_n <= 32 ? 2 : 1;
+}
+constexpr int tile_regions(int tile_n) {
+  return mtiles(tile_n) * indexer_tc_tile_regions();
+}
+constexpr int stages(int tile_n) {
+  return indexer_tc_stages(mtiles(tile_n));
+}
+
 // Shared memory of one CTA; byte offsets from a 1024-byte aligned base.
 // Sizes depend on N, Di and R at run time, so this is a layout computed
 // once per launch rather than a struct of arrays.
 struct IndexerSmem {
-  uint32_t query;      // bf16 B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
-  uint32_t stages;     // summary tiles: [stages][64 regions][Di * summary bytes], swizzled
+  uint32_t query;      // B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
+  uint32_t stages;     // summary tiles: [stages][tile regions][Di * summary bytes], swizzled
   uint32_t weight;     // f32 [4 heads][P slots]: index_weight, 0 for padding
+  uint32_t qscale;     // f32 [4 heads][P slots]: inverse scale of each f16 query row
   uint32_t closed;     // i32 [P]: closed regions of each slot's row, 0 = not scored
   uint32_t out_row;    // i64 [P]: element offset of each slot's scores row
   uint32_t row_max;    // u32 [P]: best order key of each slot in this block
   uint32_t max_index;  // i32 [P]: each slot's entry of IndexerParams::row_max
-  uint32_t blocks;     // i64 [stages][64]: byte offsets of the regions of tiles in flight
+  uint32_t exponent;   // i32 [N]: largest bf16 exponent of each query row
+  uint32_t offsets;    // i64 [stages][tile regions]: summary byte offsets of tiles in flight
   uint32_t prefix;     // i32 [R + 1]: work tiles before request r
   uint32_t cmax;       // i32 [R]: regions the request's rows need scored
   uint32_t total;      // bytes from the aligned base
@@ -50,17 +65,20 @@ __host__ __device__ inline uint32_t align_to(uint32_t x, uint32_t a) {
 __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index_dim,
                                                            int summary_bytes, int num_requests) {
   const uint32_t slots = static_cast<uint32_t>(tile_n / indexer_tc_heads());
+  const auto regions = static_cast<uint32_t>(tile_regions(tile_n));
   IndexerSmem s{};
   s.query = 0;
-  s.tile_bytes = static_cast<uint32_t>(indexer_tc_tile_regions() * index_dim * summary_bytes);
+  s.tile_bytes = regions * static_cast<uint32_t>(index_dim * summary_bytes);
   s.stages = align_to(static_cast<uint32_t>(tile_n * index_dim * 2), 1024);
-  s.weight = s.stages + static_cast<uint32_t>(indexer_tc_stages()) * s.tile_bytes;
-  s.closed = s.weight + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
+  s.weight = s.stages + static_cast<uint32_t>(stages(tile_n)) * s.tile_bytes;
+  s.qscale = s.weight + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
+  s.closed = s.qscale + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
   s.out_row = align_to(s.closed + slots * 4u, 8);
   s.row_max = s.out_row + slots * 8u;
   s.max_index = s.row_max + slots * 4u;
-  s.blocks = align_to(s.max_index + slots * 4u, 8);
-  s.prefix = s.blocks + static_cast<uint32_t>(indexer_tc_stages() * indexer_tc_tile_regions()) * 8u;
+  s.exponent = s.max_index + slots * 4u;
+  s.offsets = align_to(s.exponent + static_cast<uint32_t>(tile_n) * 4u, 8);
+  s.prefix = s.offsets + static_cast<uint32_t>(stages(tile_n)) * regions * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
   s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
   return s;
@@ -74,8 +92,8 @@ __device__ __forceinline__ int summary_chunk(int row, int chunk) {
   return chunk ^ ((row & 1) * (kFp8 ? 4 : 1));
 }
 
-// Byte offset of the bf16 pair at (row n, permuted k position kappa, even)
-// inside the query operand (tile_n rows per atom).
+// Byte offset of the 16-bit pair at (row n, permuted k position kappa,
+// even) inside the query operand (tile_n rows per atom).
 __device__ __forceinline__ uint32_t query_offset(int tile_n, int n, int kappa) {
   const int atom = kappa / 64, in_atom = kappa % 64;
   return static_cast<uint32_t>(atom * tile_n * 128 + n * 128 + (((in_atom / 8) ^ (n % 8)) * 16) +

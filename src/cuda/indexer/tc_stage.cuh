@@ -1,0 +1,263 @@
+// Page source and staging of the tensor-core indexer: the step's work
+// table, the walk over it, block-table lookups, the summary copies and the
+// index queries of a block of rows as the B operand.
+#pragma once
+
+#include <cub/block/block_scan.cuh>
+
+#include "cuda/attention/ptx.cuh"
+#include "cuda/common/numerics.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/indexer/params.h"
+#include "cuda/indexer/tc_layout.cuh"
+
+namespace step5::cuda::tc {
+
+using attn::cp_async16;
+using attn::smem_addr;
+
+constexpr int kThreads = indexer_tc_threads();
+
+struct RequestRows {
+  int32_t first;     // first step row of the request inside the launch's rows
+  int32_t count;     // its rows inside the launch's rows
+  int32_t last_pos;  // position of the last of them
+};
+
+__device__ __forceinline__ RequestRows request_rows(const IndexerParams& p, int32_t r) {
+  const int32_t qs = __ldg(p.rows.query_start_loc + r);
+  const int32_t qe = __ldg(p.rows.query_start_loc + r + 1);
+  const int32_t begin = max(qs, static_cast<int32_t>(p.row_begin));
+  const int32_t end = min(qe, static_cast<int32_t>(p.row_begin + p.num_rows));
+  RequestRows rr{begin, max(0, end - begin), 0};
+  rr.last_pos = __ldg(p.rows.seq_lens + r) - qe + end - 1;
+  return rr;
+}
+
+// Per-request work (row blocks x region tiles) and its exclusive prefix,
+// in shared memory; prefix[R] is the step's total.
+__device__ void build_work_table(const IndexerParams& p, int regions, int32_t* prefix,
+                                 int32_t* cmax) {
+  using Scan = cub::BlockScan<int32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  const int32_t R = p.rows.num_requests;
+  const int32_t per = (R + kThreads - 1) / kThreads;
+  const int32_t r0 = min(R, static_cast<int32_t>(threadIdx.x) * per);
+  const int32_t r1 = min(R, r0 + per);
+  int32_t local = 0;
+  for (int32_t r = r0; r < r1; ++r) {
+    const RequestRows rr = request_rows(p, r);
+    // A row's closed regions, capped at the scores' columns (the plan's
+    // capacity); rows at or under skip_topk take every region unscored.
+    const int32_t c = rr.count > 0 ? min(max(rr.last_pos, 0) / 8, p.columns) : 0;
+    const bool scored = c > 0 && c > p.skip_topk;
+    cmax[r] = scored ? c : 0;
+    const int32_t blocks = (rr.count + p.rows_per_unit - 1) / p.rows_per_unit;
+    prefix[r] = scored ? blocks * ((c + regions - 1) / regions) : 0;
+    local += prefix[r];
+  }
+  int32_t before = 0;
+  Scan(scan).ExclusiveSum(local, before);
+  for (int32_t r = r0; r < r1; ++r) {
+    const int32_t work = prefix[r];
+    prefix[r] = before;
+    before += work;
+  }
+  // The owner of the last request (or thread 0 when there is none) closes
+  // the table.
+  if ((R > 0 && r0 < r1 && r1 == R) || (R == 0 && threadIdx.x == 0)) prefix[R] = before;
+  __syncthreads();
+}
+
+// A position in the step's work sequence: request by request, block of
+// query rows by block, tile of regions by tile.
+struct Cursor {
+  int32_t request = -1;
+  int32_t block = 0;
+  int32_t tile = 0;
+
+  // The tile at sequence position `index` (a binary search; used once).
+  __device__ static Cursor at(const int32_t* prefix, const int32_t* cmax, int32_t R, int regions,
+                              int32_t index) {
+    int32_t lo = 0, hi = R - 1;  // last r with prefix[r] <= index
+    while (lo < hi) {
+      const int32_t mid = (lo + hi + 1) / 2;
+      if (prefix[mid] <= index) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const int32_t tiles = (cmax[lo] + regions - 1) / regions;
+    const int32_t local = index - prefix[lo];
+    return {lo, local / tiles, local % tiles};
+  }
+
+  // The next tile of the sequence (requests without work are skipped).
+  __device__ void advance(const int32_t* prefix, const int32_t* cmax, int32_t R, int regions) {
+    const int32_t tiles = (cmax[request] + regions - 1) / regions;
+    if (++tile < tiles) return;
+    tile = 0;
+    if ((++block) * tiles < prefix[request + 1] - prefix[request]) return;
+    block = 0;
+    do {
+      ++request;
+    } while (request < R && prefix[request + 1] == prefix[request]);
+  }
+};
+
+// Byte offsets (into the summary cache) of the regions of tile `at`, -1
+// past the request's scored range; one per thread of the first `regions`.
+// Looked up one iteration before the tile's copies are issued, so the
+// block table's latency is hidden.
+__device__ __forceinline__ void lookup_offsets(const IndexerParams& p, const int32_t* cmax,
+                                               const Cursor& at, int regions, int64_t* offsets) {
+  const int row = threadIdx.x;
+  if (row >= regions) return;
+  const int32_t j = at.tile * regions + row;
+  const int regions_per_block = p.block_size / 8;
+  int64_t offset = -1;
+  if (j < cmax[at.request]) {
+    const int32_t block =
+        __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + j / regions_per_block);
+    offset = int64_t{block} * p.summary_block_stride +
+             int64_t{j % regions_per_block} * p.summary_region_stride;
+  }
+  offsets[row] = offset;
+}
+
+// Copies the summaries of one tile into stage buffer `dst` (regions past
+// the request's scored range are zero-filled); `offsets` from
+// lookup_offsets. Rows are 2^log2_chunks 16-byte chunks (Di a power of
+// two); a warp copies whole rows, consecutive lanes consecutive chunks.
+template <bool kFp8>
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
+                                           int regions, int log2_chunks, uint32_t dst) {
+  const int chunks = 1 << log2_chunks;
+  const int row_bytes = chunks * 16;
+  const char* base = static_cast<const char*>(p.summaries);
+  for (int i = threadIdx.x; i < regions * chunks; i += kThreads) {
+    const int row = i >> log2_chunks, c = i & (chunks - 1);
+    const int64_t offset = offsets[row];
+    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16,
+               base + (offset >= 0 ? offset + c * 16 : 0), offset >= 0);
+  }
+}
+
+// Stages block `at.block` of request `at.request`: its index queries as the
+// B operand, weights, closed counts and output rows; resets row_max.
+// Index queries go in as f16 when `try_f16` and every row scaled by a power
+// of two converts exactly (its dots come out 2^shift too large; the
+// epilogue multiplies by qscale = 2^-shift, exactly), else as bf16 with
+// qscale 1. Returns whether f16 was used (the same for every thread).
+template <int N>
+__device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsigned char* base,
+                            const Cursor& at, bool try_f16) {
+  constexpr int P = N / indexer_tc_heads();
+  const RequestRows rr = request_rows(p, at.request);
+  const int32_t row0 = rr.first + at.block * p.rows_per_unit;
+  const int32_t rows = min(p.rows_per_unit, rr.first + rr.count - row0);
+  const int G = p.num_groups;
+  const int slots = rows * G;
+  const int32_t first_pos = rr.last_pos - (rr.first + rr.count - 1 - row0);
+  const int chunks = p.index_dim / 8;  // 16-byte source chunks per query row
+  auto load = [&](int n, int c) {
+    const int h = n / P, slot = n % P;
+    if (h >= p.index_heads || slot >= slots) return make_uint4(0, 0, 0, 0);
+    const int64_t t = row0 + slot / G;
+    return *reinterpret_cast<const uint4*>(p.index_query + t * p.query_stride_t +
+                                           (slot % G) * p.query_stride_g + h * p.query_stride_h +
+                                           c * 8);
+  };
+  auto store = [&](int n, int c, int k, uint32_t word) {
+    *reinterpret_cast<uint32_t*>(base + L.query + query_offset(N, n, kappa_of(c * 8 + 2 * k))) =
+        word;
+  };
+  int* exponent = reinterpret_cast<int*>(base + L.exponent);
+  bool use_f16 = false;
+  if (try_f16) {
+    for (int n = threadIdx.x; n < N; n += kThreads) exponent[n] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
+      const uint4 v = load(i / chunks, i % chunks);
+      const int e =
+          max(max(max_exponent(v.x), max_exponent(v.y)), max(max_exponent(v.z), max_exponent(v.w)));
+      if (e > 0) atomicMax(exponent + i / chunks, e);
+    }
+    __syncthreads();
+    bool exact = true;
+    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
+      const int n = i / chunks, c = i % chunks;
+      const int row_max = exponent[n];
+      const int shift = row_shift(row_max);
+      exact = exact && shift <= 100;
+      const float scale = pow2f(min(shift, 100));
+      const uint4 v = load(n, c);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        exact =
+            exact && f16_exact(words[k] & 0xffffu, row_max) && f16_exact(words[k] >> 16, row_max);
+        store(n, c, k, scaled_f16x2(words[k], scale));
+      }
+    }
+    use_f16 = __syncthreads_and(exact) != 0;
+  }
+  if (!use_f16) {
+    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
+      const uint4 v = load(i / chunks, i % chunks);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) store(i / chunks, i % chunks, k, words[k]);
+    }
+  }
+  float* weight = reinterpret_cast<float*>(base + L.weight);
+  float* qscale = reinterpret_cast<float*>(base + L.qscale);
+  for (int i = threadIdx.x; i < indexer_tc_heads() * P; i += kThreads) {
+    const int h = i / P, slot = i % P;
+    float w = 0.0f;
+    if (h < p.index_heads && slot < slots) {
+      w = __ldg(p.index_weight + (row0 + slot / G) * p.weight_stride_t +
+                (slot % G) * p.weight_stride_g + h);
+    }
+    weight[i] = w;
+    qscale[i] = use_f16 ? pow2f(-row_shift(exponent[i])) : 1.0f;
+  }
+  int32_t* closed = reinterpret_cast<int32_t*>(base + L.closed);
+  int64_t* out_row = reinterpret_cast<int64_t*>(base + L.out_row);
+  uint32_t* row_max = reinterpret_cast<uint32_t*>(base + L.row_max);
+  int32_t* max_index = reinterpret_cast<int32_t*>(base + L.max_index);
+  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
+    int32_t c = 0;
+    int64_t local = 0;
+    if (slot < slots) {
+      const int32_t pos = first_pos + slot / G;
+      c = min(max(pos, 0) / 8, p.columns);
+      if (c <= p.skip_topk) c = 0;
+      local = row0 + slot / G - p.row_begin;
+    }
+    closed[slot] = c;
+    out_row[slot] = local * p.scores_stride_t + (slot % G) * p.scores_stride_g;
+    max_index[slot] = static_cast<int32_t>(local * G + slot % G);
+    row_max[slot] = 0;
+  }
+  wgmma::fence_proxy_async_smem();
+  __syncthreads();
+  return use_f16;
+}
+
+// Adds the block's best keys to the global row maxima.
+template <int N>
+__device__ void flush_row_max(const IndexerParams& p, const IndexerSmem& L,
+                              const unsigned char* base) {
+  constexpr int P = N / indexer_tc_heads();
+  if (p.row_max == nullptr) return;
+  const int32_t* closed = reinterpret_cast<const int32_t*>(base + L.closed);
+  const int32_t* max_index = reinterpret_cast<const int32_t*>(base + L.max_index);
+  const uint32_t* row_max = reinterpret_cast<const uint32_t*>(base + L.row_max);
+  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
+    if (closed[slot] != 0) atomicMax(p.row_max + max_index[slot], row_max[slot]);
+  }
+}
+
+}  // namespace step5::cuda::tc
