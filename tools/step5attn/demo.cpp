@@ -6,7 +6,7 @@
 #include <iostream>
 #include <limits>
 
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
 #include "step5attn/report.h"

@@ -1,7 +1,7 @@
 // `step5attn replay CASE`: runs a SPEC 10 case file on one backend.
 #include <iostream>
 
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
 #include "step5attn/report.h"

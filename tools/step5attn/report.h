@@ -5,7 +5,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 
 namespace step5::tool {
 
