@@ -110,9 +110,16 @@ TensorView make_view(const Array& a, const char* what, DType dtype, const Placem
   view.dtype = dtype;
   view.device = where.device;
   view.rank = static_cast<int>(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    view.shape[i] = static_cast<int64_t>(a.shape(i));
-    view.stride[i] = a.stride(i);
+  // Producers may give any stride for a dimension of extent 0 or 1 (numpy
+  // gives 0 for an empty array): such a stride never moves an address, so
+  // it is replaced by the dense one the library's layout checks expect.
+  const bool empty = a.size() == 0;
+  int64_t dense = 1;
+  for (size_t i = rank; i-- > 0;) {
+    const auto extent = static_cast<int64_t>(a.shape(i));
+    view.shape[i] = extent;
+    view.stride[i] = empty || extent == 1 ? dense : a.stride(i);
+    dense *= extent > 0 ? extent : 1;
   }
   return view;
 }

@@ -13,6 +13,7 @@
 
 #include "errors.h"
 #include "step5/testing/oracle.h"
+#include "testing_timing.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -200,4 +201,7 @@ NB_MODULE(_testing_ext, m) {
         "index_weight"_a.none() = nb::none(), "forced_selection"_a.none() = nb::none(),
         "dense"_a = false);
   m.def("oracle_summaries", &py::summaries, "config"_a, "index_key"_a, "index_z"_a);
+  m.def("cpp_decode_forward_seconds", &py::cpp_decode_forward_seconds, "config"_a, "context"_a,
+        "iterations"_a, "num_threads"_a = 1, "empty"_a = false,
+        nb::call_guard<nb::gil_scoped_release>());
 }

@@ -12,7 +12,9 @@ oracle attend over those regions instead and adds "selection_acceptable"
 unselected one beyond near-tie slack). dense=True gives dense causal
 attention over 0..p instead.
 oracle_summaries(config, index_key, index_z) gives the stored summaries
-[L // 8, Di] as float32.
+[L // 8, Di] as float32. cpp_decode_forward_seconds(config, context,
+iterations) times a one-token decode forward_csa from C++ alone (the
+baseline of python/bench/overhead.py).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ext  # noqa: F401  (registers LayerConfig before the oracle module loads)
-from ._testing_ext import oracle_attention, oracle_summaries
+from ._testing_ext import cpp_decode_forward_seconds, oracle_attention, oracle_summaries
 
 __all__ = [
     "bf16_bits",
     "bf16_values",
+    "cpp_decode_forward_seconds",
     "fp8_e4m3_values",
     "oracle_attention",
     "oracle_summaries",

@@ -52,7 +52,8 @@ class AttentionWrapper:
                  workspace: Optional[Array] = None):
         self.backend = backend
         self.workspace = workspace
-        self._step = _ext.AttentionStep(backend, list(layers))
+        self._layers = tuple(layers)
+        self._step = _ext.AttentionStep(backend, list(self._layers))
         self._on_cuda = backend.kind == "cuda"
 
     def _stream(self, stream: Optional[int], array: Array) -> int:
@@ -94,8 +95,9 @@ class AttentionWrapper:
         return self._step.planned
 
     @property
-    def layers(self) -> list:
-        return self._step.layers
+    def layers(self) -> tuple:
+        """The LayerConfigs given at construction, in order."""
+        return self._layers
 
     @property
     def workspace_bytes(self) -> int:

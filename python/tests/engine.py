@@ -278,3 +278,10 @@ SCHEDULE = [
     [(0, 43, 4), (1, 65, 4), (2, 24, 4)],
     [(0, 47, 1), (1, 69, 1), (2, 28, 1)],
 ]
+
+
+def make_wrapper(kit, backend, configs):
+    """A wrapper with a workspace where the backend needs one from the
+    caller (cuda); the cpu backend allocates its own."""
+    workspace = kit.bytes((32 << 20,)) if kit.backend_kind == "cuda" else None
+    return s5.AttentionWrapper(backend, configs, workspace=workspace)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import step5_attention as s5
-from engine import Engine, csa_config, device_inputs, forward, random_inputs, swa_config
+from engine import (Engine, csa_config, device_inputs, forward, make_wrapper, random_inputs,
+                    swa_config)
 
 N = 6
 
@@ -16,7 +17,7 @@ def setup(kit, backend):
     """A planned CSA + SWA step of one request (6 new tokens after 10)."""
     configs = [csa_config(), swa_config()]
     engine = Engine(kit, configs, max_requests=2, blocks_per_request=4, seed=11)
-    wrapper = s5.AttentionWrapper(backend, configs)
+    wrapper = make_wrapper(kit, backend, configs)
     rng = np.random.default_rng(11)
     for schedule in ([(0, 0, 10)], [(0, 10, N)]):
         meta = engine.step(schedule)
@@ -159,7 +160,7 @@ def test_too_small_workspace_is_a_value_error(setup, backend):
 
 def test_forward_before_plan_is_a_value_error(setup, backend):
     kit, engine, wrapper, meta, inputs = setup
-    fresh = s5.AttentionWrapper(backend, engine.configs)
+    fresh = make_wrapper(kit, backend, engine.configs)
     out = kit.bf16_empty((N, 4, 64), 0x1234)
     before = snapshot(kit, engine, out)
     with pytest.raises(ValueError, match=r"plan\(\.\.\.\)"):

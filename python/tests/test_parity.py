@@ -7,7 +7,7 @@ import pytest
 
 import step5_attention as s5
 from engine import (SCHEDULE, POISON_BF16, Engine, compare, csa_config, device_inputs, forward,
-                    random_inputs, swa_config)
+                    make_wrapper, random_inputs, swa_config)
 from step5_attention import testing
 
 PADDING_ROWS = 2
@@ -18,7 +18,7 @@ def run_and_check(kit, backend, configs, interleaved=False, seed=1):
     each layer's every step against the oracle; returns steps checked."""
     engine = Engine(kit, configs, max_requests=3, blocks_per_request=6, seed=seed,
                     interleaved=interleaved)
-    wrapper = s5.AttentionWrapper(backend, configs)
+    wrapper = make_wrapper(kit, backend, configs)
     rng = np.random.default_rng(seed)
     exact = kit.backend_kind == "cpu"
     checked = 0
@@ -98,7 +98,7 @@ def test_layers_reduce_to_dense_causal_attention(kit, backend):
     causal attention, and so each other."""
     configs = [csa_config(topk=16), swa_config(window=200)]
     engine = Engine(kit, configs, max_requests=3, blocks_per_request=6, seed=4)
-    wrapper = s5.AttentionWrapper(backend, configs)
+    wrapper = make_wrapper(kit, backend, configs)
     rng = np.random.default_rng(4)
     for schedule in SCHEDULE[:3]:
         meta = engine.step(schedule)
@@ -132,8 +132,8 @@ def test_single_operations_compose_to_the_forward(kit, backend):
     configs = [csa_config(), swa_config()]
     whole = Engine(kit, configs, max_requests=3, blocks_per_request=6, seed=5)
     staged = Engine(kit, configs, max_requests=3, blocks_per_request=6, seed=5)
-    w_whole = s5.AttentionWrapper(backend, configs)
-    w_staged = s5.AttentionWrapper(backend, configs)
+    w_whole = make_wrapper(kit, backend, configs)
+    w_staged = make_wrapper(kit, backend, configs)
     rng = np.random.default_rng(5)
     csa, swa = configs
     for schedule in SCHEDULE:
@@ -182,7 +182,7 @@ def test_strided_inputs_are_read_in_place(kit, backend):
     a fused QKV projection) gives the same output as a dense copy."""
     c = swa_config()
     engine = Engine(kit, [c], max_requests=1, blocks_per_request=4, seed=6)
-    wrapper = s5.AttentionWrapper(backend, [c])
+    wrapper = make_wrapper(kit, backend, [c])
     rng = np.random.default_rng(6)
     meta = engine.step([(0, 0, 12)])
     engine.plan(wrapper, meta)
@@ -203,7 +203,7 @@ def test_strided_inputs_are_read_in_place(kit, backend):
 def test_out_is_written_in_place(kit, backend):
     c = swa_config()
     engine = Engine(kit, [c], max_requests=1, blocks_per_request=4, seed=7)
-    wrapper = s5.AttentionWrapper(backend, [c])
+    wrapper = make_wrapper(kit, backend, [c])
     meta = engine.step([(0, 0, 5)])
     engine.plan(wrapper, meta)
     x = device_inputs(kit, random_inputs(c, 5, np.random.default_rng(7)))
@@ -218,7 +218,7 @@ def test_out_is_written_in_place(kit, backend):
 def test_plan_reports_the_step(kit, backend):
     c = csa_config()
     engine = Engine(kit, [c], max_requests=3, blocks_per_request=6, seed=8)
-    wrapper = s5.AttentionWrapper(backend, [c])
+    wrapper = make_wrapper(kit, backend, [c])
     assert not wrapper.planned
     engine.plan(wrapper, engine.step(SCHEDULE[0]), num_output_rows=70)
     assert wrapper.planned and wrapper.step_kind == "mixed"
