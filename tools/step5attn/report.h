@@ -13,6 +13,11 @@ namespace step5::tool {
 // "prefill" (every request longer), "mixed" otherwise, "empty" without rows.
 std::string step_label(const sim::StepInput& input, int spec_tokens);
 
+// What each column of the step table means, printed once before the tables.
+void print_legend(std::ostream& out, bool checked);
+// The bounds a checked step must meet.
+void print_tolerance(std::ostream& out, const sim::Tolerance& tolerance, bool exact_summaries);
+
 void print_step_header(std::ostream& out, bool checked);
 // `check` may be null (no oracle comparison).
 void print_step_row(std::ostream& out, const std::string& layer, size_t step,
