@@ -46,7 +46,7 @@ def main(tool, readme_path):
     else:
         for args in (["check", "--quick"], ["bench", "--check-only"], ["demo", "--device", "cuda"]):
             rc, _, err = run(tool, *args)
-            if rc != 3 or "cannot run here" not in err or "cuda backend" not in err:
+            if rc != 3 or "cannot run here" not in err or "cuda" not in err:
                 failures.append(f"{' '.join(args)}: exit {rc} (expected 3), stderr {err!r}")
 
     for f in failures:
