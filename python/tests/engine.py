@@ -220,6 +220,15 @@ def _widen(bits, rows):
     return None if bits is None else testing.bf16_values(bits[rows])
 
 
+def storage_ulp(values: np.ndarray, dtype: str) -> np.ndarray:
+    """The spacing of the storage dtype (fp8_e4m3 or bf16) at each value."""
+    low, mantissa_bits = (-6, 3) if dtype == "fp8_e4m3" else (-126, 7)
+    magnitude = np.abs(values.astype(np.float64))
+    _, e = np.frexp(magnitude)
+    exponent = np.where(magnitude == 0, low, np.maximum(e - 1, low))
+    return np.exp2(exponent - mantissa_bits)
+
+
 def compare(out_bits: np.ndarray, reference: np.ndarray, rel_l2=8e-3, max_abs=3e-2):
     """Relative L2 and max error of a bf16 output against the reference;
     NaN never passes."""
