@@ -3,7 +3,10 @@
 # Idempotent: packages already present are not fetched again.
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libgtest-dev libgmock-dev clang-format)
+# python3-venv and python3-dev: the Python package is built and tested in a
+# venv (its build and test dependencies come from PyPI, pinned).
+packages=(cmake ninja-build g++ libgtest-dev libgmock-dev clang-format python3 python3-venv
+  python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

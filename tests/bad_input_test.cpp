@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "sim/device_memory.h"
+#include "step5/testing/device_memory.h"
 #include "test_util.h"
 
 namespace step5 {

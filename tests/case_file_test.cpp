@@ -7,7 +7,7 @@
 #include <iterator>
 
 #include "case/safetensors.h"
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 #include "test_util.h"
 
 namespace step5 {

@@ -6,21 +6,21 @@
 #include <string>
 
 #include "step5/attention.h"
-#include "step5/sim.h"
-#if defined(STEP5_HAVE_CUDA)
-#include "cuda/cuda_backend.h"
-#endif
+#include "step5/testing/sim.h"
 
 namespace step5 {
 namespace {
 
+// Through the public factory: it refuses with a message saying what is
+// missing (no cuda backend in this build, no driver, no GPU, not Hopper).
 bool gpu_present(std::string& why) {
-#if defined(STEP5_HAVE_CUDA)
-  return cuda::cuda_backend_available(0, &why);
-#else
-  why = "built without the cuda backend";
-  return false;
-#endif
+  try {
+    make_backend(BackendKind::cuda);
+    return true;
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
 }
 
 #define STEP5_REQUIRE_GPU()                                                                     \

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "step5/numerics.h"
-#include "step5/oracle.h"
+#include "step5/testing/oracle.h"
 #include "test_util.h"
 
 namespace step5 {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "step5/oracle.h"
+#include "step5/testing/oracle.h"
 #include "test_util.h"
 
 namespace step5 {

@@ -12,7 +12,7 @@
 
 #include "step5/attention.h"
 #include "step5/numerics.h"
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 
 namespace step5::test {
 

@@ -1,5 +1,5 @@
 // Reading and writing `step5-case/1` files (SPEC 10).
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 
 #include <algorithm>
 

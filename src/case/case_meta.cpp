@@ -9,7 +9,7 @@
 #include "case/case_internal.h"
 #include "case/json.h"
 #include "core/check.h"
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 
 namespace step5::case_detail {
 

@@ -5,7 +5,7 @@
 #include "case/json.h"
 #include "case/safetensors.h"
 #include "core/check.h"
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 
 namespace step5 {
 

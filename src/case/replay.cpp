@@ -1,7 +1,7 @@
 // The SPEC 10 replayer: one session, histories first, then every step.
 #include <algorithm>
 
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 
 namespace step5 {
 

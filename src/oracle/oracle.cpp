@@ -2,7 +2,7 @@
 // scores and attention, a stable sort for selection. Only the storage
 // rounding (bf16 / fp8 cache contents, the fp32 summary formula) is exact,
 // because those values are what every backend reads.
-#include "step5/oracle.h"
+#include "step5/testing/oracle.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "sim/device_memory.h"
+#include "step5/testing/device_memory.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -6,10 +6,10 @@
 #include <numeric>
 
 #include "core/check.h"
-#include "sim/device_memory.h"
-#include "sim/step_buffers.h"
 #include "step5/numerics.h"
-#include "step5/sim.h"
+#include "step5/testing/device_memory.h"
+#include "step5/testing/sim.h"
+#include "step5/testing/step_buffers.h"
 
 namespace step5::sim {
 

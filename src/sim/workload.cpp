@@ -3,7 +3,7 @@
 
 #include "core/check.h"
 #include "step5/numerics.h"
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 
 namespace step5::sim {
 

@@ -14,12 +14,14 @@
 #include <vector>
 
 #include "step5/attention.h"
+#include "step5/testing/sim.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
 
 #ifdef STEP5_HAVE_CUDA
 #include "cuda/attention/fill.h"
-#include "step5/sim.h"
+#include "cuda/common/check.h"
+#include "step5/testing/device_memory.h"
 #include "step5attn/bench_check.h"
 #include "step5attn/bench_graph.h"
 #include "step5attn/bench_workload.h"

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <vector>
 
-#include "sim/device_memory.h"
 #include "step5/numerics.h"
+#include "step5/testing/device_memory.h"
 #include "step5attn/bench_workload.h"
 
 namespace step5::tool::bench {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cuda/common/check.h"
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 #include "step5attn/bench_workload.h"
 
 namespace step5::tool::bench {

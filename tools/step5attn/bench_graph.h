@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <random>
 
-#include "sim/device_memory.h"
+#include "step5/testing/device_memory.h"
 #include "step5/attention.h"
 #include "step5attn/bench_result.h"
 #include "step5attn/bench_timer.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda/common/check.h"
-#include "sim/device_memory.h"
+#include "step5/testing/device_memory.h"
 
 namespace step5::tool::bench {
 

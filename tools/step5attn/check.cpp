@@ -17,7 +17,7 @@
 #if defined(STEP5_HAVE_CUDA)
 #include "cuda/cuda_backend.h"
 #include "cuda/kv_write/params.h"
-#include "sim/device_memory.h"
+#include "step5/testing/device_memory.h"
 #endif
 
 namespace step5::tool {

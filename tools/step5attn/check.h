@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "step5/attention.h"
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 
 namespace step5::tool::check {
 

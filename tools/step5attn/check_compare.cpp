@@ -4,7 +4,7 @@
 
 #include "core/check.h"
 #include "step5/numerics.h"
-#include "step5/oracle.h"
+#include "step5/testing/oracle.h"
 #include "step5attn/check.h"
 
 namespace step5::tool::check {

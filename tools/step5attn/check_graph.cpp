@@ -11,8 +11,8 @@
 
 #include "core/check.h"
 #include "cuda/common/check.h"
-#include "sim/step_buffers.h"
 #include "step5/numerics.h"
+#include "step5/testing/step_buffers.h"
 #include "step5attn/check.h"
 
 namespace step5::tool::check {

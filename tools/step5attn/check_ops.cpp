@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "sim/device_memory.h"
 #include "step5/numerics.h"
-#include "step5/oracle.h"
+#include "step5/testing/device_memory.h"
+#include "step5/testing/oracle.h"
 #include "step5attn/check.h"
 
 namespace step5::tool::check {

@@ -64,9 +64,24 @@ bool valid_device(const std::string& device) {
   return device == "cpu" || device == "cuda" || device == "auto";
 }
 
+std::string cuda_unavailable_reason() {
+  try {
+    make_backend(BackendKind::cuda);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
 std::unique_ptr<Backend> open_backend(const std::string& device, std::ostream& log) {
   if (device != "auto") {
-    auto backend = make_backend(parse_backend_kind(device.c_str()));
+    std::unique_ptr<Backend> backend;
+    try {
+      backend = make_backend(parse_backend_kind(device.c_str()));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::unsupported && e.code() != ErrorCode::device_error) throw;
+      throw CannotRunHere("--device " + device + ": " + e.what());
+    }
     log << "device: " << device << "\n";
     return backend;
   }

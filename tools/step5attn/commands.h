@@ -1,7 +1,8 @@
 // Subcommands of the step5attn tool. Each takes its own argv (argv[0] is the
-// command name), returns the process exit code (0 ok, 1 failure, 2 usage)
-// and prints its own usage on bad arguments. main.cpp lists them in one
-// table; adding a command is a declaration here and a row there.
+// command name), returns the process exit code (cli.h: 0 ok, 1 failure,
+// 2 usage, 3 cannot run here) and reports its own bad arguments. main.cpp
+// lists them in one table and answers --help from help.cpp; adding a
+// command is a declaration here, a row there and its help text.
 #pragma once
 
 namespace step5::tool {

@@ -6,20 +6,14 @@
 #include <iostream>
 #include <limits>
 
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
+#include "step5attn/help.h"
 #include "step5attn/report.h"
 
 namespace step5::tool {
 namespace {
-
-constexpr const char* kUsage =
-    "usage: step5attn demo [--device cpu|cuda|auto] [--seed N] [--steps N] [--write-case FILE]\n"
-    "  --device      backend (default auto: cuda when it can run here, else cpu)\n"
-    "  --seed        scenario seed (default 7)\n"
-    "  --steps       decode/verify steps after the prompts are prefilled (default 6)\n"
-    "  --write-case  also save the first (CSA, MTP) run as a step5-case/1 file\n";
 
 // A reduced Step5 layer (SPEC 2 keeps D = 192 and B = 64; fewer heads, a
 // smaller indexer and a short top-k/window) so the run, oracle included,
@@ -109,7 +103,6 @@ LayerRun run_layer(Backend& backend, const LayerConfig& config, const sim::Scena
 
 int run_demo(int argc, char** argv) {
   std::string device = "auto", seed_text = "7", steps_text = "6", case_path;
-  bool help = false;
   std::vector<std::string> positional;
   std::string error;
   int64_t seed = 0, steps = 0;
@@ -117,17 +110,12 @@ int run_demo(int argc, char** argv) {
                   {{"device", &device},
                    {"seed", &seed_text},
                    {"steps", &steps_text},
-                   {"write-case", &case_path},
-                   {"help", nullptr, &help}},
+                   {"write-case", &case_path}},
                   positional, error) ||
       !positional.empty()) {
     print_error("demo", error.empty() ? "unexpected argument '" + positional[0] + "'" : error);
-    std::cerr << kUsage;
+    print_command_help(std::cerr, *find_help("demo"));
     return kExitUsage;
-  }
-  if (help) {
-    std::cout << kUsage;
-    return kExitOk;
   }
   if (!valid_device(device)) {
     print_error("demo", "--device: expected cpu, cuda or auto, got '" + device + "'");
@@ -150,6 +138,7 @@ int run_demo(int argc, char** argv) {
             << so.max_prompt << " tokens prefilled in chunks of " << so.chunk << ", then "
             << so.decode_steps << " decode/verify steps; seed " << so.seed << "\n";
 
+  print_legend(std::cout, true);
   const auto start = std::chrono::steady_clock::now();
   int total_steps = 0, total_failures = 0;
   const std::vector<LayerConfig> layers = demo_layers();
@@ -157,6 +146,7 @@ int run_demo(int argc, char** argv) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerConfig& config = layers[i];
     std::cout << "\nlayer: " << describe(config) << "\n";
+    print_tolerance(std::cout, sim::default_tolerance(config), backend->kind() == BackendKind::cpu);
     print_step_header(std::cout, true);
     const bool record = i == 0 && !case_path.empty();
     const LayerRun run = run_layer(*backend, config, so, record ? &recorded : nullptr);

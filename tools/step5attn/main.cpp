@@ -1,11 +1,19 @@
 // step5attn: the command-line face of the library. Every subcommand lives
-// in its own file; this table is the only place that lists them.
+// in its own file; this table is the only place that lists them, help.cpp
+// the only place that describes them.
+#include <algorithm>
+#include <cctype>
 #include <cstring>
+#include <deque>
 #include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "step5/error.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
+#include "step5attn/help.h"
 
 namespace step5::tool {
 namespace {
@@ -15,38 +23,92 @@ constexpr const char* kVersion = STEP5_VERSION;
 
 struct Command {
   const char* name;
-  const char* synopsis;
-  const char* summary;
   int (*run)(int argc, char** argv);
+  bool needs_cuda;  // refused with kExitCannotRun where cuda cannot run
 };
 
 constexpr Command kCommands[] = {
-    {"demo", "[--device cpu|cuda|auto] [--seed N] [--steps N] [--write-case FILE]",
-     "run an embedded serving scenario on CSA and SWA layers, checked against the oracle",
-     run_demo},
-    {"replay", "CASE [--device cpu|cuda|auto] [--out FILE] [--check]",
-     "replay a step5-case/1 file, optionally checking each step against the oracle", run_replay},
-    {"version", "", "print the version and the backends built in", run_version},
-    {"bench",
-     "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N]",
-     "check the cuda attention against cpu, then time SPEC 9 workloads", run_bench},
-    {"check", "[--quick | --tiny]",
-     "check every cuda operation and layer forward against the cpu reference", run_check},
+    {"demo", run_demo, false},  {"replay", run_replay, false}, {"version", run_version, false},
+    {"bench", run_bench, true}, {"check", run_check, true},
 };
 
-void print_usage(std::ostream& out) {
-  out << "usage: step5attn <command> [options]\n\ncommands:\n";
-  for (const Command& c : kCommands) {
-    out << "  " << c.name << (*c.synopsis ? " " : "") << c.synopsis << "\n      " << c.summary
-        << "\n";
+bool is_help(const char* arg) {
+  return !std::strcmp(arg, "--help") || !std::strcmp(arg, "-h");
+}
+
+// Checks argv against the options its help synopsis names ("--flag", or
+// "--name VALUE" when an upper-case word follows), so that a GPU command
+// reports bad usage (exit 2) before reporting it cannot run here (exit 3).
+bool options_ok(const CommandHelp& help, int argc, char** argv, std::string& error) {
+  std::istringstream words(help.synopsis);
+  std::vector<std::string> tokens;
+  for (std::string w; words >> w;) {
+    w.erase(std::remove_if(w.begin(), w.end(), [](char ch) { return ch == '[' || ch == ']'; }),
+            w.end());
+    if (!w.empty() && w != "|") tokens.push_back(w);
+  }
+  // Deques: the options point at their elements, which must not move.
+  std::deque<std::string> names, values;
+  std::deque<bool> flags;
+  std::vector<Option> options;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].rfind("--", 0) != 0) continue;
+    names.push_back(tokens[i].substr(2));
+    const bool takes_value =
+        i + 1 < tokens.size() && std::isupper(static_cast<unsigned char>(tokens[i + 1][0]));
+    if (takes_value) {
+      values.emplace_back();
+      options.push_back({names.back().c_str(), &values.back(), nullptr});
+    } else {
+      flags.push_back(false);
+      options.push_back({names.back().c_str(), nullptr, &flags.back()});
+    }
+  }
+  std::vector<std::string> positional;
+  return parse_args(argc, argv, options, positional, error);
+}
+
+int dispatch(const Command& c, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (is_help(argv[i])) {
+      print_command_help(std::cout, *find_help(c.name));
+      return kExitOk;
+    }
+  }
+  if (c.needs_cuda) {
+    std::string error;
+    if (!options_ok(*find_help(c.name), argc, argv, error)) {
+      print_error(c.name, error);
+      print_command_help(std::cerr, *find_help(c.name));
+      return kExitUsage;
+    }
+    const std::string why = cuda_unavailable_reason();
+    if (!why.empty()) {
+      print_error(c.name, "cannot run here: needs the cuda backend on a Hopper GPU: " + why);
+      return kExitCannotRun;
+    }
+  }
+  try {
+    return c.run(argc, argv);
+  } catch (const CannotRunHere& e) {
+    print_error(c.name, std::string("cannot run here: ") + e.what());
+    return kExitCannotRun;
+  } catch (const Error& e) {
+    print_error(c.name, e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    print_error(c.name, std::string("internal error: ") + e.what());
+    return kExitFailure;
   }
 }
 
 }  // namespace
 
-int run_version(int argc, char** /*argv*/) {
-  if (argc > 1) {
-    print_error("version", "takes no arguments");
+int run_version(int argc, char** argv) {
+  std::vector<std::string> positional;
+  std::string error;
+  if (!parse_args(argc, argv, {}, positional, error) || !positional.empty()) {
+    print_error("version", error.empty() ? "takes no arguments" : error);
     return kExitUsage;
   }
   std::cout << "step5attn " << kVersion << " (backends: cpu"
@@ -54,6 +116,8 @@ int run_version(int argc, char** /*argv*/) {
             << ", cuda sm_90a"
 #endif
             << ")\n";
+  const std::string why = cuda_unavailable_reason();
+  std::cout << "cuda: " << (why.empty() ? "can run here" : "cannot run here: " + why) << "\n";
   return kExitOk;
 }
 
@@ -61,22 +125,18 @@ int run_version(int argc, char** /*argv*/) {
 
 int main(int argc, char** argv) {
   using namespace step5::tool;
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "help")) {
+  if (argc < 2 || is_help(argv[1]) || !std::strcmp(argv[1], "help")) {
+    if (argc >= 3) {
+      if (const CommandHelp* help = find_help(argv[2])) {
+        print_command_help(std::cout, *help);
+        return kExitOk;
+      }
+    }
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? kExitUsage : kExitOk;
   }
   for (const Command& c : kCommands) {
-    if (std::strcmp(argv[1], c.name) != 0) continue;
-    try {
-      return c.run(argc - 1, argv + 1);
-    } catch (const step5::Error& e) {
-      print_error(c.name, e.what());
-      return kExitFailure;
-    } catch (const std::exception& e) {
-      print_error(c.name, std::string("internal error: ") + e.what());
-      return kExitFailure;
-    }
+    if (std::strcmp(argv[1], c.name) == 0) return dispatch(c, argc - 1, argv + 1);
   }
   std::cerr << "step5attn: unknown command '" << argv[1] << "'\n\n";
   print_usage(std::cerr);

@@ -1,41 +1,25 @@
 // `step5attn replay CASE`: runs a SPEC 10 case file on one backend.
 #include <iostream>
 
-#include "step5/case_file.h"
+#include "step5/testing/case_file.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
+#include "step5attn/help.h"
 #include "step5attn/report.h"
 
 namespace step5::tool {
-namespace {
-
-constexpr const char* kUsage =
-    "usage: step5attn replay CASE [--device cpu|cuda|auto] [--out FILE] [--check]\n"
-    "  --device   backend to run on (default cpu; auto: cuda when it can run here)\n"
-    "  --out      write each step's outputs (SPEC 10 output tensors) to FILE\n"
-    "  --check    compare every step with the oracle; exit 1 on a mismatch\n";
-
-}  // namespace
 
 int run_replay(int argc, char** argv) {
   std::string device = "cpu", out_path;
-  bool check = false, help = false;
+  bool check = false;
   std::vector<std::string> positional;
   std::string error;
-  if (!parse_args(argc, argv,
-                  {{"device", &device},
-                   {"out", &out_path},
-                   {"check", nullptr, &check},
-                   {"help", nullptr, &help}},
+  if (!parse_args(argc, argv, {{"device", &device}, {"out", &out_path}, {"check", nullptr, &check}},
                   positional, error) ||
-      (!help && positional.size() != 1)) {
+      positional.size() != 1) {
     print_error("replay", error.empty() ? "expected exactly one CASE file" : error);
-    std::cerr << kUsage;
+    print_command_help(std::cerr, *find_help("replay"));
     return kExitUsage;
-  }
-  if (help) {
-    std::cout << kUsage;
-    return kExitOk;
   }
   if (!valid_device(device)) {
     print_error("replay", "--device: expected cpu, cuda or auto, got '" + device + "'");
@@ -50,6 +34,11 @@ int run_replay(int argc, char** argv) {
   ReplayOptions options;
   options.check = check;
   const std::string layer = layer_kind_name(c.config.kind);
+  print_legend(std::cout, check);
+  if (check) {
+    print_tolerance(std::cout, sim::default_tolerance(c.config),
+                    backend->kind() == BackendKind::cpu);
+  }
   print_step_header(std::cout, check);
   options.on_step = [&](size_t s, const sim::StepOutput& out, const sim::CheckResult* result) {
     const sim::StepInput& in = c.steps[s];

@@ -17,6 +17,32 @@ std::string step_label(const sim::StepInput& input, int spec_tokens) {
   return all_decode ? "decode" : all_verify ? "verify" : all_prefill ? "prefill" : "mixed";
 }
 
+void print_legend(std::ostream& out, bool checked) {
+  out << "legend:\n"
+         "  label    prefill (every request more than k+1 tokens), decode (1 token each),\n"
+         "           verify (k+1 tokens each, MTP), mixed (anything else)\n"
+         "  reqs     requests in the step; rows: its query tokens (n)\n"
+         "  path     the plan: uniform (decode/verify: rows derived on the device,\n"
+         "           CUDA-graph capturable) or mixed (rows planned on the host)\n"
+         "  time ms  plan + forward wall time of the step\n";
+  if (checked) {
+    out << "  max abs  largest |output - oracle| over the step\n"
+           "  rel L2   ||output - oracle|| / ||oracle|| over the step\n"
+           "  sel diff CSA rows whose top-k differs from the oracle's on a near-tie\n"
+           "  result   ok, or MISMATCH and the first failure\n";
+  }
+}
+
+void print_tolerance(std::ostream& out, const sim::Tolerance& t, bool exact_summaries) {
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "tolerance: rel L2 <= %.1e, max abs <= %.1e; selections may differ only on "
+                "near-ties\n           (within %.0e of the largest score); ",
+                t.rel_l2, t.max_abs, t.score);
+  out << line << "summaries " << (exact_summaries ? "exactly the oracle's" : "within one ulp")
+      << "; padding rows zero\n";
+}
+
 void print_step_header(std::ostream& out, bool checked) {
   char line[160];
   std::snprintf(line, sizeof line, "%-5s %4s  %-8s %4s %5s  %-7s %9s", "layer", "step", "label",

@@ -3,12 +3,13 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 #include <vector>
 
-#include "core/check.h"
-#include "sim/device_memory.h"
+#include "step5/error.h"
 #include "step5/step.h"
+#include "step5/testing/device_memory.h"
 
 namespace step5::sim {
 
@@ -66,8 +67,11 @@ struct InputTensor {
               std::initializer_list<int64_t> shape, bool optional = false) {
     static_assert(std::is_same_v<T, uint16_t> || std::is_same_v<T, float>);
     if (optional && count == 0) return;
-    detail::require(count == expected, ErrorCode::invalid_argument, "sim step: ", what,
-                    " expected ", expected, " elements, got ", count);
+    if (count != expected) {
+      throw Error(ErrorCode::invalid_argument, std::string("sim step: ") + what + " expected " +
+                                                   std::to_string(expected) + " elements, got " +
+                                                   std::to_string(count));
+    }
     buffer = DeviceBuffer(device, count * sizeof(T));
     buffer.upload(data, count * sizeof(T));
     view = TensorView::contiguous(

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "step5/attention.h"
-#include "step5/oracle.h"
+#include "step5/testing/oracle.h"
 
 namespace step5::sim {
 

@@ -1,5 +1,5 @@
-#include <cstring>
-
+// make_backend: the one place that knows every backend. It sits above core
+// (which the backends build on) so that core never includes a backend.
 #include "core/check.h"
 #include "cpu/cpu_backend.h"
 #include "step5/attention.h"
@@ -8,16 +8,6 @@
 #endif
 
 namespace step5 {
-
-const char* backend_kind_name(BackendKind kind) {
-  return kind == BackendKind::cpu ? "cpu" : "cuda";
-}
-
-BackendKind parse_backend_kind(const char* name) {
-  if (name != nullptr && std::strcmp(name, "cpu") == 0) return BackendKind::cpu;
-  if (name != nullptr && std::strcmp(name, "cuda") == 0) return BackendKind::cuda;
-  detail::fail_invalid("backend: expected cpu or cuda, got '", name ? name : "(null)", "'");
-}
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::cpu) return cpu::make_cpu_backend(options);

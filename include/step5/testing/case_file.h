@@ -11,7 +11,7 @@
 
 #include "step5/attention.h"
 #include "step5/config.h"
-#include "step5/sim.h"
+#include "step5/testing/sim.h"
 
 namespace step5 {
 

@@ -1,0 +1,103 @@
+#include "step5attn/help.h"
+
+#include <ostream>
+
+namespace step5::tool {
+
+namespace {
+
+// Exit codes of every command, from cli.h.
+constexpr const char* kExitCodes =
+    "exit codes: 0 ok, 1 failure (a mismatch or an error), 2 bad usage,\n"
+    "            3 cannot run here (no cuda backend built, no driver, no Hopper GPU)\n";
+
+constexpr CommandHelp kHelp[] = {
+    {"demo", "[--device cpu|cuda|auto] [--seed N] [--steps N] [--write-case FILE]",
+     "run an embedded serving scenario on CSA and SWA layers, checked against the oracle",
+     "An embedded serving run: 3 requests with prompts of 200..900 tokens prefilled in\n"
+     "chunks of 160 tokens, then decode steps (k = 0) or MTP verify steps (k = 3) with\n"
+     "random acceptance whose rejected drafts later steps rewrite, through four reduced\n"
+     "Step5 layers (CSA and SWA, bf16 and fp8 KV). Every step is checked against the\n"
+     "dense oracle; a table row per step shows the result.\n"
+     "\n"
+     "options:\n"
+     "  --device cpu|cuda|auto  backend (default auto: cuda when it can run here, else cpu)\n"
+     "  --seed N                scenario seed, >= 0 (default 7)\n"
+     "  --steps N               decode/verify steps after the prompts, 0..10000 (default 6)\n"
+     "  --write-case FILE       also save the first run (CSA, MTP) as a step5-case/1 file\n"
+     "  -h, --help              this help\n"},
+    {"replay", "CASE [--device cpu|cuda|auto] [--out FILE] [--check]",
+     "replay a step5-case/1 file, optionally checking each step against the oracle",
+     "Runs the steps of a SPEC 10 replay case on one backend and prints a row per step.\n"
+     "\n"
+     "arguments:\n"
+     "  CASE                    a step5-case/1 safetensors file\n"
+     "options:\n"
+     "  --device cpu|cuda|auto  backend (default cpu; auto: cuda when it can run here)\n"
+     "  --out FILE              write each step's outputs (SPEC 10 output tensors) to FILE\n"
+     "  --check                 compare every step with the oracle; exit 1 on a mismatch\n"
+     "  -h, --help              this help\n"},
+    {"check", "[--quick | --tiny]",
+     "check every cuda operation and layer forward against the cpu reference",
+     "On a Hopper GPU: every cuda operation and whole-layer forward against the cpu\n"
+     "reference over a matrix of shapes, dtypes, MTP and paging cases, plus a decode\n"
+     "step captured in a CUDA graph and replayed. Ends with \"N passed, N failed\".\n"
+     "\n"
+     "options:\n"
+     "  (none)                  the full matrix (several minutes)\n"
+     "  --quick                 a covering subset (under a minute)\n"
+     "  --tiny                  the few small cases run under compute-sanitizer\n"
+     "  -h, --help              this help\n"},
+    {"bench",
+     "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N]",
+     "check the cuda attention against cpu, then time SPEC 9 workloads",
+     "On a Hopper GPU: phase 1 checks the cuda attention against the cpu backend;\n"
+     "phase 2 times whole decode/verify steps of four layers captured in a CUDA graph,\n"
+     "then per shape the attention operation and the whole layer step (one forward\n"
+     "call), on the SPEC 9 reference workloads: medians of L2-cold runs, as fractions\n"
+     "of the H200's copy bandwidth and bf16 peak, with each row's byte floor and the\n"
+     "host time of one forward call.\n"
+     "\n"
+     "options:\n"
+     "  --quick                 fewer shapes, 5 runs each instead of 7, a 16 GB pool\n"
+     "  --filter A,B            only shapes whose label contains A or B, e.g.\n"
+     "                          \"csa bf16 decode ctx 128K b32\" or \"graph decode\"\n"
+     "  --json FILE             also write the checks and timings to FILE as JSON\n"
+     "  --check-only            stop after phase 1\n"
+     "  --no-check              skip phase 1\n"
+     "  --max-seconds N         skip the shapes left after N seconds, 1..86400\n"
+     "  -h, --help              this help\n"},
+    {"version", "", "print the version, the backends built in and whether cuda can run here",
+     "Prints the version, the backends this build has, and whether the cuda backend can\n"
+     "run on this machine (and if not, what is missing).\n"
+     "\n"
+     "options:\n"
+     "  -h, --help              this help\n"},
+};
+
+}  // namespace
+
+const CommandHelp* find_help(const std::string& name) {
+  for (const CommandHelp& h : kHelp) {
+    if (name == h.name) return &h;
+  }
+  return nullptr;
+}
+
+void print_usage(std::ostream& out) {
+  out << "usage: step5attn <command> [options]\n"
+         "       step5attn <command> --help\n\ncommands:\n";
+  for (const CommandHelp& h : kHelp) {
+    out << "  step5attn " << h.name << (*h.synopsis ? " " : "") << h.synopsis << "\n      "
+        << h.summary << "\n";
+  }
+  out << "\n" << kExitCodes;
+}
+
+void print_command_help(std::ostream& out, const CommandHelp& h) {
+  out << "usage: step5attn " << h.name << (*h.synopsis ? " " : "") << h.synopsis << "\n\n"
+      << h.details << "\n"
+      << kExitCodes;
+}
+
+}  // namespace step5::tool
