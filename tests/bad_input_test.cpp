@@ -189,6 +189,74 @@ TEST(BadInput, RingIndexOutOfRange) {
   s.expect_forward_error(ErrorCode::out_of_range, "step.ring_index[0]");
 }
 
+// The planner checks every view before it reads a host copy through it:
+// faults an outside probe found (reads past short buffers, wild strides).
+TEST(BadInput, PlannerChecksViewsBeforeReading) {
+  for (int64_t stride : {int64_t{-100000}, int64_t{1} << 40, int64_t{2}}) {
+    HostStep s;
+    s.desc.block_table.stride[0] = stride;
+    s.desc.block_table.shape[0] = 2;  // a second row makes stride[0] matter
+    expect_error([&] { s.plan(); }, ErrorCode::invalid_argument, "step.block_table: stride[0]");
+  }
+  HostStep short_qsl;
+  short_qsl.desc.query_start_loc.shape[0] = 1;  // R + 1 = 2 entries needed
+  expect_error([&] { short_qsl.plan(); }, ErrorCode::invalid_argument,
+               "step.query_start_loc: dim 0 expected >= 2, got 1");
+  HostStep short_lens;
+  short_lens.desc.seq_lens.shape[0] = 0;
+  expect_error([&] { short_lens.plan(); }, ErrorCode::invalid_argument,
+               "step.seq_lens: dim 0 expected >= 1, got 0");
+  HostStep short_slots;
+  short_slots.desc.slot_mapping.shape[0] = HostStep::n - 1;
+  expect_error([&] { short_slots.plan(); }, ErrorCode::invalid_argument,
+               "step.slot_mapping: dim 0 expected >= 20, got 19");
+  HostStep wrong_dtype;
+  wrong_dtype.desc.seq_lens.dtype = DType::i64;
+  expect_error([&] { wrong_dtype.plan(); }, ErrorCode::invalid_argument,
+               "step.seq_lens: expected a i32 vector");
+}
+
+TEST(BadInput, PlanMaxContextBounded) {
+  HostStep s;
+  PlanOptions o;
+  o.max_context = int64_t{1} << 34;  // once truncated to int32: a zero score stride
+  expect_error([&] { s.backend->plan(s.desc, {s.c}, o); }, ErrorCode::invalid_argument,
+               "plan options.max_context: expected 0..2^31-1 tokens, got 17179869184");
+  o.max_context = -1;
+  expect_error([&] { s.backend->plan(s.desc, {s.c}, o); }, ErrorCode::invalid_argument,
+               "plan options.max_context");
+}
+
+TEST(BadInput, NegativeIdsRejectedAtPlan) {
+  HostStep s;
+  s.table[1] = -2;
+  for (int32_t p = 16; p < HostStep::n; ++p) s.slots[static_cast<size_t>(p)] = -32 + p % 16;
+  expect_error([&] { s.plan(); }, ErrorCode::out_of_range,
+               "step.block_table[0][1]: block id expected >= 0, got -2");
+  HostStep t;
+  t.ring_index[0] = -1;
+  expect_error([&] { t.plan(); }, ErrorCode::out_of_range, "step.ring_index[0]: expected >= 0");
+}
+
+// Forwards compare the caches with the largest ids the plan read: O(1) per
+// layer, and still a precise message.
+TEST(BadInput, ForwardChecksCachesAgainstPlannedIds) {
+  HostStep s;
+  const StepPlan p = s.plan();
+  EXPECT_EQ(p.max_block_id.value, 3);  // positions 0..15 live in block table[0][0] = 3
+  EXPECT_EQ(p.max_slot.value, 3 * 16 + 15);
+  LayerCache small = s.views;
+  small.kv.num_blocks = 3;
+  DeviceBuffer ws(Device::host, p.workspace_bytes());
+  expect_error(
+      [&] {
+        s.backend->forward_csa(s.c, s.desc, p, s.in, small, s.out, {ws.data(), ws.bytes()},
+                               nullptr);
+      },
+      ErrorCode::out_of_range, "step.block_table[0][0]: block id expected 0..2");
+  EXPECT_TRUE(s.output_untouched());
+}
+
 TEST(BadInput, WorkspaceTooSmall) {
   HostStep s;
   expect_error([&] { s.forward(-256); }, ErrorCode::invalid_argument,

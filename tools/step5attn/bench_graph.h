@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <random>
 
-#include "step5/testing/device_memory.h"
 #include "step5/attention.h"
+#include "step5/testing/device_memory.h"
 #include "step5attn/bench_result.h"
 #include "step5attn/bench_timer.h"
 
