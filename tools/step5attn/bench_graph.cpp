@@ -1,3 +1,5 @@
+// Built only with the cuda backend (the CPU-only build has no CUDA runtime).
+#if defined(STEP5_HAVE_CUDA)
 #include "step5attn/bench_graph.h"
 
 #include <chrono>
@@ -185,3 +187,4 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
 }
 
 }  // namespace step5::tool::bench
+#endif
