@@ -86,6 +86,7 @@ struct LayerSchedule {
   int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)
   int32_t indexer_ctas = 0;           // persistent grid of the indexer
   size_t scratch_bytes = 0;           // backend scratch this layer needs
+  size_t counters_bytes = 0;          // backend counters that start and stay zero
 };
 
 // Rows of a scoring chunk and the score columns they need.
@@ -101,6 +102,8 @@ struct WorkspaceLayout {
   size_t scores_offset = 0;    // f32 [chunk_rows, G, score_stride]
   size_t row_max_offset = 0;   // u32 [chunk_rows, G]: order key of each row's best score
   size_t selected_offset = 0;  // i32 [chunk_rows, G, K]
+  size_t counters_offset = 0;  // backend-private u32 counters: zeroed by prepare_step, every
+  size_t counters_bytes = 0;   // kernel leaves them zero (e.g. split-KV arrivals)
   size_t scratch_offset = 0;   // backend-private scratch
   size_t scratch_bytes = 0;
   size_t total_bytes = 0;

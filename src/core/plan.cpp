@@ -259,11 +259,15 @@ void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
     offset = detail::align_up(offset + rows * groups * static_cast<size_t>(max_topk) * 4u,
                               detail::kWorkspaceAlign);
   }
-  ws.scratch_offset = offset;
+  ws.counters_offset = offset;
+  ws.counters_bytes = 0;
   ws.scratch_bytes = 0;
   for (const LayerSchedule& s : plan.schedules) {
+    ws.counters_bytes = std::max(ws.counters_bytes, s.counters_bytes);
     ws.scratch_bytes = std::max(ws.scratch_bytes, s.scratch_bytes);
   }
+  offset = detail::align_up(offset + ws.counters_bytes, detail::kWorkspaceAlign);
+  ws.scratch_offset = offset;
   ws.total_bytes = detail::align_up(offset + ws.scratch_bytes, detail::kWorkspaceAlign);
 }
 

@@ -55,12 +55,17 @@ class CudaBackend final : public Backend {
     detail::validate_workspace(plan, workspace);
     activate();
     const cudaStream_t s = to_cuda_stream(stream);
-    // The indexer's per-row best scores accumulate from zero; each select
-    // clears what it read, so one clear per step (per workspace) suffices.
+    // The indexer's per-row best scores and the split-KV arrival counters
+    // start from zero; each select and each last split clears what it used,
+    // so one clear per step (per workspace) suffices.
     const size_t row_max_bytes = plan.workspace.selected_offset - plan.workspace.row_max_offset;
     if (row_max_bytes > 0) {
       STEP5_CUDA_CHECK(
           cudaMemsetAsync(at(workspace, plan.workspace.row_max_offset), 0, row_max_bytes, s));
+    }
+    if (plan.workspace.counters_bytes > 0) {
+      STEP5_CUDA_CHECK(cudaMemsetAsync(at(workspace, plan.workspace.counters_offset), 0,
+                                       plan.workspace.counters_bytes, s));
     }
     // Uniform steps derive row metadata on device and empty steps have none.
     if (plan.kind != StepKind::mixed) return;
@@ -165,7 +170,7 @@ class CudaBackend final : public Backend {
     AttentionTarget target;
     target.output = output;
     target.selected = selected;
-    use_op_scratch(target, config, rows.size(), op.attention_splits);
+    use_op_scratch(target, config, rows.size(), op.attention_splits, stream);
     launch_paged_attention(attention_params(config, op, step, row_meta(step, plan, nullptr), rows,
                                             query, gate, kv, target),
                            to_cuda_stream(stream));
@@ -183,7 +188,7 @@ class CudaBackend final : public Backend {
     activate();
     AttentionTarget target;
     target.output = output;
-    use_op_scratch(target, config, plan.num_tokens, schedule.attention_splits);
+    use_op_scratch(target, config, plan.num_tokens, schedule.attention_splits, stream);
     launch_paged_attention(attention_params(config, schedule, step, row_meta(step, plan, nullptr),
                                             {0, plan.num_tokens}, query, gate, kv, target),
                            to_cuda_stream(stream));
@@ -212,20 +217,30 @@ class CudaBackend final : public Backend {
     if (current != info_.device_id) set_device(info_.device_id);
   }
 
-  // Single operations get no workspace; their split-KV partials live in a
-  // buffer the backend grows here (never inside a forward).
-  void use_op_scratch(AttentionTarget& target, const LayerConfig& config, int64_t rows,
-                      int splits) {
-    const size_t bytes = paged_attention_scratch_bytes(config, rows, splits);
+  // Single operations get no workspace; their split-KV partials and
+  // counters live in a buffer the backend grows here (never inside a
+  // forward). Counters come first; a launch leaves its counters zero and
+  // writes partials after them, so only counters beyond the last launch's
+  // need clearing.
+  void use_op_scratch(AttentionTarget& target, const LayerConfig& config, int64_t rows, int splits,
+                      Stream stream) {
+    const size_t counters = paged_attention_counters_bytes(config, rows, splits);
+    const size_t bytes = counters + paged_attention_scratch_bytes(config, rows, splits);
     if (bytes > op_scratch_bytes_) {
       if (op_scratch_ != nullptr) STEP5_CUDA_CHECK(cudaFree(op_scratch_));
       op_scratch_ = nullptr;
       op_scratch_bytes_ = 0;
       STEP5_CUDA_CHECK(cudaMalloc(&op_scratch_, bytes));
       op_scratch_bytes_ = bytes;
+      op_counters_zero_ = 0;
     }
-    target.scratch = bytes > 0 ? op_scratch_ : nullptr;
-    target.scratch_bytes = bytes;
+    if (counters > op_counters_zero_) {
+      STEP5_CUDA_CHECK(cudaMemsetAsync(op_scratch_, 0, counters, to_cuda_stream(stream)));
+    }
+    op_counters_zero_ = counters;
+    target.split_arrivals = counters > 0 ? static_cast<uint32_t*>(op_scratch_) : nullptr;
+    target.scratch = bytes > counters ? static_cast<char*>(op_scratch_) + counters : nullptr;
+    target.scratch_bytes = bytes - counters;
   }
 
   DeviceInfo info_;
@@ -234,6 +249,7 @@ class CudaBackend final : public Backend {
   size_t staging_bytes_ = 0;
   void* op_scratch_ = nullptr;
   size_t op_scratch_bytes_ = 0;
+  size_t op_counters_zero_ = 0;  // leading bytes of op_scratch_ known to be zero
 };
 
 }  // namespace

@@ -28,6 +28,10 @@ RowMeta forward_rows(const StepDesc& step, const StepPlan& plan, Workspace ws) {
 void* scratch_of(const StepPlan& plan, Workspace ws) {
   return plan.workspace.scratch_bytes > 0 ? at<void>(ws, plan.workspace.scratch_offset) : nullptr;
 }
+uint32_t* counters_of(const StepPlan& plan, Workspace ws) {
+  return plan.workspace.counters_bytes > 0 ? at<uint32_t>(ws, plan.workspace.counters_offset)
+                                           : nullptr;
+}
 
 // Padding rows n..num_output_rows of an empty step (no attention launch to
 // fold the zeroing into).
@@ -117,6 +121,7 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     target.selected = selected;
     target.scratch = scratch_of(plan, ws);
     target.scratch_bytes = plan.workspace.scratch_bytes;
+    target.split_arrivals = counters_of(plan, ws);
     if (chunk.rows.end == plan.num_tokens) {
       target.pad_begin = plan.num_tokens;
       target.pad_end = plan.num_output_rows;
@@ -147,6 +152,7 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
   target.output = out.output;
   target.scratch = scratch_of(plan, ws);
   target.scratch_bytes = plan.workspace.scratch_bytes;
+  target.split_arrivals = counters_of(plan, ws);
   target.pad_begin = plan.num_tokens;
   target.pad_end = plan.num_output_rows;
   launch_paged_attention(attention_params(config, schedule, step, forward_rows(step, plan, ws),

@@ -71,6 +71,7 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   const int64_t rows = c.kind == LayerKind::csa ? plan.chunk_rows : plan.num_tokens;
   s.attention_splits = paged_attention_splits(c, rows, device.sm_count);
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
+  s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
   if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
   return s;
 }

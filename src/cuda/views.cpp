@@ -198,6 +198,7 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.num_splits = schedule.attention_splits;
   p.scratch = target.scratch;
   p.scratch_bytes = target.scratch_bytes;
+  p.split_arrivals = target.split_arrivals;
   p.pad_row_begin = target.pad_begin;
   p.pad_row_end = target.pad_end;
   return p;

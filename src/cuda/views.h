@@ -54,6 +54,7 @@ struct AttentionTarget {
   TensorView selected;  // absent for SWA
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  uint32_t* split_arrivals = nullptr;
   int64_t pad_begin = 0;
   int64_t pad_end = 0;
 };

@@ -64,7 +64,7 @@ constexpr int64_t target_ctas(int sm_count) {
 constexpr int min_pages_per_split() {
   return attention_warps() * pages_per_step();
 }
-// Bounds scratch and the combine kernel's loop.
+// Bounds scratch and the in-kernel combine loop.
 constexpr int max_splits() {
   return 64;
 }
@@ -89,15 +89,6 @@ constexpr int64_t csa_max_pages(int topk) {
 }
 constexpr int64_t swa_max_pages(int window) {
   return (int64_t{window} + 6) / 8 + 1;
-}
-
-// Combine kernel: one CTA per (row, 8 heads), 8 output values per thread:
-// 8 x D/8 = 192 threads at D = 192 cover the CTA's heads in one pass.
-constexpr int combine_heads() {
-  return 8;
-}
-constexpr int combine_threads() {
-  return 256;
 }
 
 }  // namespace step5::cuda::attn

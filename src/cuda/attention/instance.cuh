@@ -4,7 +4,6 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/attention/combine.cuh"
 #include "cuda/attention/instances.h"
 #include "cuda/attention/paged_kernel.cuh"
 #include "cuda/common/check.h"
@@ -20,13 +19,6 @@ void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t 
   const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
   kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(p, num_splits);
   check_launch("paged_attention_kernel");
-  if (num_splits > 1) {
-    const dim3 grid(static_cast<unsigned>(p.num_rows),
-                    static_cast<unsigned>((p.num_heads + combine_heads() - 1) / combine_heads()));
-    combine_splits_kernel<T::kDim>
-        <<<grid, combine_threads(), 0, stream>>>(p, num_splits, T::kIsFp8 ? p.v_scale : 1.0f);
-    check_launch("combine_splits_kernel");
-  }
 }
 
 template <int D, int HPG>

@@ -43,10 +43,16 @@ int64_t max_pages_of(bool csa, int topk, int window) {
   return csa ? attn::csa_max_pages(topk) : attn::swa_max_pages(window);
 }
 
+// Split-KV partials (epilogue.cuh): acc and stats per (row, head, split).
 size_t scratch_for(int64_t rows, int heads, int dim, int splits) {
   if (splits <= 1 || rows <= 0) return 0;
   const size_t floats = static_cast<size_t>(rows) * heads * splits * (dim + 2);
   return detail::align_up(floats * sizeof(float), detail::kWorkspaceAlign);
+}
+// One arrival counter per (row, group).
+size_t counters_for(int64_t rows, int groups, int splits) {
+  if (splits <= 1 || rows <= 0) return 0;
+  return detail::align_up(static_cast<size_t>(rows) * groups * 4u, detail::kWorkspaceAlign);
 }
 
 void check_params(const PagedAttentionParams& p) {
@@ -129,6 +135,10 @@ int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count
                           sm_count);
 }
 
+size_t paged_attention_counters_bytes(const LayerConfig& config, int64_t rows, int splits) {
+  return counters_for(rows, config.num_kv_heads, splits);
+}
+
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits) {
   return scratch_for(rows, config.num_heads, config.head_size, splits);
 }
@@ -144,9 +154,11 @@ void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) 
   require(splits >= 1 && splits <= attn::max_splits(), ErrorCode::invalid_argument,
           "paged attention: num_splits expected 1..", attn::max_splits(), ", got ", splits);
   const size_t need = scratch_for(p.num_rows, p.num_heads, p.head_size, splits);
-  require(need == 0 || (p.scratch != nullptr && p.scratch_bytes >= need && aligned16(p.scratch)),
+  require(need == 0 || (p.scratch != nullptr && p.scratch_bytes >= need && aligned16(p.scratch) &&
+                        p.split_arrivals != nullptr),
           ErrorCode::invalid_argument, "paged attention: scratch expected >= ", need,
-          " bytes, 16-byte aligned, got ", p.scratch_bytes, " bytes at ", p.scratch);
+          " bytes, 16-byte aligned, and split arrival counters, got ", p.scratch_bytes,
+          " bytes at ", p.scratch, ", counters at ", p.split_arrivals);
   require(p.num_rows * p.num_kv_heads * splits < (int64_t{1} << 31), ErrorCode::unsupported,
           "paged attention: rows * G * splits expected < 2^31 CTAs, got ",
           p.num_rows * p.num_kv_heads * splits);

@@ -9,20 +9,20 @@
 // of the group form the M side of mma.sync m16n8k16 tiles (padded to 16), so
 // every K/V page is read once for all heads of its group. Each warp of the
 // CTA streams its own pairs of pages (16 keys) into shared memory with
-// cp.async, double buffered, and keeps its own online softmax (m, l, acc) in
-// fp32 registers; the warps merge in shared memory at the end. Small batches
-// split a row's page list across CTAs (flash-decoding split-KV) so a decode
-// step still fills the SMs: each split writes its fp32 partial (m, l, acc)
-// to scratch and a combine kernel merges the splits, applies the sigmoid
-// gate and rounds once to bf16. With one split the attention kernel does
-// that epilogue itself and no scratch is used.
+// cp.async (2 stages deep for bf16, 4 for fp8), and keeps its own online
+// softmax (m, l, acc) in fp32 registers; the warps merge in shared memory at
+// the end. Small batches split a row's page list across CTAs (flash-decoding
+// split-KV) so a decode step still fills the SMs: each split writes its fp32
+// partial (m, l, acc) to scratch and the last split of a (row, group) to
+// finish merges them, applies the sigmoid gate and rounds once to bf16
+// (epilogue.cuh). With one split no scratch is used.
 //
 // Numerics: logits = scale * q.k in fp32 (tensor-core fp32 accumulation of
-// exact bf16 products), online softmax in fp32, probabilities rounded to
-// bf16 for the P.V product (allowed by SPEC 8), fp32 accumulation, one final
-// rounding to bf16. fp8 KV: e4m3 values are exact in bf16, so pages are
-// widened to bf16 in shared memory and k_scale / v_scale are applied in fp32
-// (k_scale folded into the logit scale, v_scale into the final 1/l).
+// exact products), online softmax in fp32, probabilities rounded to bf16
+// for the P.V product (allowed by SPEC 8), fp32 accumulation, one final
+// rounding to bf16. fp8 KV pages are converted in registers, exactly
+// (fragments.cuh); k_scale / v_scale are applied in fp32 (k_scale folded
+// into the logit scale, v_scale into the final 1/l).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -88,6 +88,9 @@ struct PagedAttentionParams {
   int32_t num_splits = 1;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  // u32 [num_rows, G]: arrivals of each (row, group)'s splits; zero on
+  // entry, left zero; used when num_splits > 1 (paged_attention_counters_bytes).
+  uint32_t* split_arrivals = nullptr;
 
   // Output rows [pad_row_begin, pad_row_end) are zeroed by the same launch
   // (CUDA-graph padding rows n..num_output_rows-1); empty range = none.
@@ -106,6 +109,7 @@ void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t str
 // depend only on shapes, so a plan sizes them before seeing the contexts.
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);
+size_t paged_attention_counters_bytes(const LayerConfig& config, int64_t rows, int splits);
 
 // Zeroes output rows [row_begin, row_end) of a bf16 [*, H, D] tensor (strides
 // in elements); for callers that have no attention launch to fold it into.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/attention/epilogue.cuh"
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
@@ -18,20 +19,6 @@
 namespace step5::cuda::attn {
 
 constexpr float kLog2e = 1.4426950408889634f;
-
-__device__ __forceinline__ float sigmoid_of_bf16(uint16_t bits) {
-  const float x = __uint_as_float(static_cast<uint32_t>(bits) << 16);
-  return 1.0f / (1.0f + expf(-x));
-}
-
-__device__ __forceinline__ void store_bf16x8(uint16_t* dst, const float (&v)[8]) {
-  uint4 w;
-  w.x = pack_bf16x2(v[0], v[1]);
-  w.y = pack_bf16x2(v[2], v[3]);
-  w.z = pack_bf16x2(v[4], v[5]);
-  w.w = pack_bf16x2(v[6], v[7]);
-  *reinterpret_cast<uint4*>(dst) = w;
-}
 
 // Ordered compaction of a CSA row's selection into shared memory: entries
 // outside [0, c) (the -1 padding) are dropped and the current region c is
@@ -308,23 +295,21 @@ __global__ void __launch_bounds__(attention_threads())
     }
     const int head = g * HPG + h;
     if (num_splits == 1) {
-      float f = v_scale / lsum;
-      if (p.gate != nullptr) f *= sigmoid_of_bf16(p.gate[t * p.gate_row_stride + head]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] *= f;
-      store_bf16x8(p.output + t * p.output_row_stride + head * p.output_head_stride + d0, o);
+      store_output(p, t, head, d0, v_scale, lsum, o);
     } else {
       const int64_t slot = (local * p.num_heads + head) * num_splits + split;
-      float* part = static_cast<float*>(p.scratch) + slot * D + d0;
+      float* part = split_acc(p, num_splits, D) + slot * D + d0;
       *reinterpret_cast<float4*>(part) = make_float4(o[0], o[1], o[2], o[3]);
       *reinterpret_cast<float4*>(part + 4) = make_float4(o[4], o[5], o[6], o[7]);
       if (d0 == 0) {
-        float* stats = static_cast<float*>(p.scratch) +
-                       p.num_rows * p.num_heads * num_splits * int64_t{D} + slot * 2;
+        float* stats = split_stats(p, num_splits, D) + slot * 2;
         stats[0] = mmax;
         stats[1] = lsum;
       }
     }
+  }
+  if (num_splits > 1 && last_split(p, num_splits, D, local, g)) {
+    combine_splits<D, attention_threads()>(p, num_splits, v_scale, local, g * HPG, (g + 1) * HPG);
   }
 }
 
