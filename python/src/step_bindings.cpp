@@ -43,7 +43,7 @@ void plan(AttentionStep& step, InArray query_start_loc, InArray seq_lens, InArra
 
 std::vector<std::pair<int64_t, int64_t>> chunks(const AttentionStep& step) {
   std::vector<std::pair<int64_t, int64_t>> out;
-  for (const RowRange& r : step.step_plan().chunks) out.emplace_back(r.begin, r.end);
+  for (const ScoreChunk& c : step.step_plan().chunks) out.emplace_back(c.rows.begin, c.rows.end);
   return out;
 }
 
