@@ -21,9 +21,11 @@
 //     thread (g, t) the bytes V[2t][d], V[2t][d+1], V[2t+1][d],
 //     V[2t+1][d+1] with d = d0 + 2g; bytes (0, 2) are its B fragment for
 //     the output tile of even d, bytes (1, 3) for the tile of odd d. Output
-//     tile 2m + parity holds d = 16 m + 2 n + parity, n = 0..7. V goes to
-//     bf16 times 2^-112 and P to bf16 times 2^112 (both exact), so P V is
-//     unchanged and V needs no rebasing multiply.
+//     tile 2m + parity holds d = 16 m + 2 n + parity, n = 0..7. P V runs
+//     in f16: V converts exactly in one instruction per pair, and P is
+//     rounded to f16 (not bf16) after a scale by kFp8PScale = 2^8 that
+//     keeps it clear of f16's subnormals; v_scale takes the 2^8 back out.
+//     Every p in [2^-22, 1] is then rounded more finely than bf16 would.
 //   - Chunk c of key row r is stored at chunk c ^ f(r % 8) (within its
 //     group of 8), f(r) = r ^ 4 (r & 1): the 8 rows of an ldmatrix land in
 //     8 bank groups, and so do the 16-byte K loads of rows 2m, 2m+1 by
@@ -174,8 +176,26 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
   }
 }
 
-// acc += P V over the step's 16 keys; pa is P as an A fragment (fp8 KV:
-// bf16 of P times 2^112, see above).
+// Scale of P in the fp8 P V product (see above).
+constexpr float kFp8PScale = 256.0f;
+
+// P (the S accumulators after the softmax) as the A fragment of P V:
+// bf16, or f16 of P times kFp8PScale for fp8 KV.
+template <class T>
+__device__ __forceinline__ void pack_p(const float (&s)[2][4], uint32_t (&pa)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float lo = s[i / 2][2 * (i % 2)], hi = s[i / 2][2 * (i % 2) + 1];
+    if constexpr (T::kIsFp8) {
+      const __half2 h = __floats2half2_rn(lo * kFp8PScale, hi * kFp8PScale);
+      pa[i] = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      pa[i] = pack_bf16x2(lo, hi);
+    }
+  }
+}
+
+// acc += P V over the step's 16 keys; pa is P as an A fragment (pack_p).
 template <class T>
 __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
                                         const uint32_t (&pa)[4], float (&acc)[T::kDim / 8][4]) {
@@ -193,10 +213,10 @@ __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
       for (int h = 0; h < 2; ++h) {
         const uint32_t lo = b[2 * h], hi = b[2 * h + 1];  // keys 0-7, keys 8-15
         const int tile = 2 * (m + h);
-        mma_bf16(acc[tile], pa, cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(lo, 0, 0x0020)),
-                 cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(hi, 0, 0x0020)));
-        mma_bf16(acc[tile + 1], pa, cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(lo, 0, 0x0031)),
-                 cuda::e4m3x2_to_bf16x2_times_2m112(__byte_perm(hi, 0, 0x0031)));
+        mma_f16(acc[tile], pa, cuda::e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0020)),
+                cuda::e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0020)));
+        mma_f16(acc[tile + 1], pa, cuda::e4m3x2_to_f16x2(__byte_perm(lo, 0, 0x0031)),
+                cuda::e4m3x2_to_f16x2(__byte_perm(hi, 0, 0x0031)));
       }
     }
   } else {

@@ -82,6 +82,13 @@ constexpr int num_splits(int64_t rows, int groups, int64_t max_pages, int sm_cou
   return static_cast<int>(std::min<int64_t>({want, useful, max_splits()}));
 }
 
+// Block ids of a split's pages kept in shared memory (4 bytes each): every
+// CSA split (K <= 4096) and SWA windows up to 16K tokens; wider windows
+// fall back to block-table loads in the copy loop.
+constexpr int64_t block_table_pages(int64_t max_pages) {
+  return std::min<int64_t>(max_pages, 4097);
+}
+
 // Most pages of a row: CSA K selected regions plus the current one; SWA
 // positions p-W+1..p cover at most ceil((W-1)/8)+1 pages.
 constexpr int64_t csa_max_pages(int topk) {

@@ -13,11 +13,14 @@ namespace step5::cuda::attn {
 
 template <class T>
 void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t stream) {
-  const size_t smem = T::smem_bytes(p.topk);
+  const int64_t max_pages = T::kIsCsa ? csa_max_pages(p.topk) : swa_max_pages(p.window);
+  const int64_t table_pages = block_table_pages(max_pages);
+  const size_t smem = T::smem_bytes(max_pages, table_pages);
   auto* kernel = &paged_attention_kernel<T>;
   allow_max_smem(kernel);
   const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
-  kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(p, num_splits);
+  kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(
+      p, num_splits, static_cast<int32_t>(max_pages), static_cast<int32_t>(table_pages));
   check_launch("paged_attention_kernel");
 }
 

@@ -54,7 +54,8 @@ __device__ int32_t compact_pages(const int32_t* sel, int32_t topk, int32_t cur, 
 
 template <class T>
 __global__ void __launch_bounds__(attention_threads())
-    paged_attention_kernel(const PagedAttentionParams p, int num_splits) {
+    paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
+                           int32_t table_pages) {
   constexpr int D = T::kDim;
   constexpr int HPG = T::kHeads;
   constexpr int kWarps = attention_warps();
@@ -76,6 +77,7 @@ __global__ void __launch_bounds__(attention_threads())
   const int32_t cur = pos / page_tokens();
 
   // The row's page list: CSA compacted into shared memory, SWA implicit.
+  // Then the split's block ids (tiles.h).
   int32_t* pages = reinterpret_cast<int32_t*>(smem + T::kBufferBytes);
   int32_t lo = 0;
   int32_t first = 0;
@@ -93,6 +95,24 @@ __global__ void __launch_bounds__(attention_threads())
   const int32_t end = min(num_pages, begin + per_split);
   const int32_t num_steps = (end - begin + pages_per_step() - 1) / pages_per_step();
   const int32_t my_steps = num_steps > warp ? (num_steps - warp + kWarps - 1) / kWarps : 0;
+
+  // The split's pages translated to cache blocks up front, all threads at
+  // once: the copy loop then reads block ids from shared memory instead of
+  // waiting on a dependent block-table load every step (that load's latency
+  // bounded the step rate, so fp8 ran no faster than bf16). A split longer
+  // than the table (very wide windows) looks blocks up as it goes.
+  int32_t* blocks = pages + (T::kIsCsa ? max_pages : 0);
+  const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
+  const int32_t pages_per_block = p.block_size / page_tokens();
+  const bool translated = end - begin <= table_pages;
+  if (translated) {
+    for (int32_t e = begin + static_cast<int32_t>(threadIdx.x); e < end;
+         e += attention_threads()) {
+      const int32_t region = T::kIsCsa ? pages[e] : first + e;
+      blocks[e - begin] = __ldg(bt + region / pages_per_block);
+    }
+    __syncthreads();
+  }
 
   // Q of this group's heads as m16n8k16 A fragments; rows >= HPG are zero.
   const int r0 = lane / 4;
@@ -120,7 +140,6 @@ __global__ void __launch_bounds__(attention_threads())
   }
 
   unsigned char* wbuf = smem + warp * T::kWarpBytes;
-  const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
 
   // Issues the cp.async copies of warp step `step` into `stage`; returns the
@@ -135,7 +154,8 @@ __global__ void __launch_bounds__(attention_threads())
         const int32_t kpos = region * page_tokens() + lane % page_tokens();
         valid = kpos >= lo && kpos <= pos;
         if (valid) {
-          const int64_t block = __ldg(bt + kpos / p.block_size);
+          const int64_t block =
+              translated ? blocks[e - begin] : __ldg(bt + region / pages_per_block);
           src = kv_head + block * p.kv_block_stride +
                 int64_t{kpos % p.block_size} * p.kv_token_stride;
         }
@@ -143,14 +163,15 @@ __global__ void __launch_bounds__(attention_threads())
     }
     const uint32_t mask = __ballot_sync(0xffffffffu, valid) & 0xffffu;
     const uint32_t dst = smem_addr(wbuf + stage * T::kStageBytes);
-#pragma unroll 4
-    for (int tok = 0; tok < keys_per_step(); ++tok) {
+    // The step's 16 rows x kChunks 16-byte chunks, flattened over the warp
+    // (lane + 32 k): no divergent inner loop, a few instructions per copy.
+#pragma unroll
+    for (int k = 0; k < T::kCopiesPerLane; ++k) {
+      const int i = 32 * k + lane;
+      const int tok = i / T::kChunks, c = i % T::kChunks;
       const char* row = reinterpret_cast<const char*>(
           __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(src), tok));
-      const bool v = (mask >> tok) & 1u;
-      for (int c = lane; c < T::kChunks; c += 32) {
-        cp_async16(dst + stage_chunk_offset<T>(tok, c), row + c * 16, v);
-      }
+      cp_async16(dst + stage_chunk_offset<T>(tok, c), row + c * 16, (mask >> tok) & 1u);
     }
     cp_async_commit();
     return mask;
@@ -218,22 +239,22 @@ __global__ void __launch_bounds__(attention_threads())
           l[e >> 1] += s[nt][e];
         }
       }
+      // Rescale only when some row's maximum moved (alpha is exactly 1
+      // otherwise): after the first steps that is rare, and it saves D / 2
+      // multiplies per step.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        acc[nd][0] *= alpha[0];
-        acc[nd][1] *= alpha[0];
-        acc[nd][2] *= alpha[1];
-        acc[nd][3] *= alpha[1];
+        for (int nd = 0; nd < D / 8; ++nd) {
+          acc[nd][0] *= alpha[0];
+          acc[nd][1] *= alpha[0];
+          acc[nd][2] *= alpha[1];
+          acc[nd][3] *= alpha[1];
+        }
       }
 
       // O += P V: the S accumulator layout is the A fragment of P.
       uint32_t pa[4];
-      // fp8 KV: P times 2^112 (exact), against V times 2^-112.
-      const float p_scale = T::kIsFp8 ? 5.192296858534828e33f : 1.0f;
-      pa[0] = pack_bf16x2(s[0][0] * p_scale, s[0][1] * p_scale);
-      pa[1] = pack_bf16x2(s[0][2] * p_scale, s[0][3] * p_scale);
-      pa[2] = pack_bf16x2(s[1][0] * p_scale, s[1][1] * p_scale);
-      pa[3] = pack_bf16x2(s[1][2] * p_scale, s[1][3] * p_scale);
+      pack_p<T>(s, pa);
       pv_step<T>(rows, lane, pa, acc);
       __syncwarp();
     }
@@ -277,7 +298,7 @@ __global__ void __launch_bounds__(attention_threads())
   }
   __syncthreads();
 
-  const float v_scale = T::kIsFp8 ? p.v_scale : 1.0f;
+  const float v_scale = T::kIsFp8 ? p.v_scale / kFp8PScale : 1.0f;
   for (int idx = static_cast<int>(threadIdx.x); idx < HPG * (D / 8); idx += attention_threads()) {
     const int h = idx / (D / 8);
     const int d0 = (idx % (D / 8)) * 8;

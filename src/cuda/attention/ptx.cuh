@@ -1,9 +1,8 @@
 // Inline PTX used by the attention kernels: cp.async (16-byte, zero-fill),
-// ldmatrix and mma.sync m16n8k16 bf16 with fp32 accumulation (sm_80+).
+// ldmatrix and mma.sync m16n8k16 bf16 / f16 with fp32 accumulation (sm_80+).
 #pragma once
 
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -65,13 +64,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// Two e4m3 bytes -> bf16x2. Exact: every e4m3 value is a bf16 value.
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(uint16_t v) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
-  const float2 f = __half22float2(__half2(h));
-  return pack_bf16x2(f.x, f.y);
 }
 
 }  // namespace step5::cuda::attn

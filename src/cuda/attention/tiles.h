@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 #include "cuda/attention/heuristics.h"
 
@@ -25,6 +26,9 @@ struct Tile {
   static constexpr int kRawRowBytes = 2 * D * kElemBytes;
   static constexpr int kRawPitch = kFp8 ? kRawRowBytes : smem_row_pitch(kRawRowBytes);
   static constexpr int kChunks = kRawRowBytes / 16;  // 16-byte cp.async per row
+  // A step's copies spread evenly over the warp's lanes.
+  static constexpr int kCopiesPerLane = keys_per_step() * kChunks / 32;
+  static_assert(keys_per_step() * kChunks % 32 == 0, "a step's chunks must fill whole warps");
   static constexpr int kStageBytes = keys_per_step() * kRawPitch;
   static constexpr int kStages = attention_stages(kFp8);
   static constexpr int kWarpBytes = kStages * kStageBytes;
@@ -37,9 +41,11 @@ struct Tile {
   static_assert(kRawRowBytes % 16 == 0, "token rows must be whole 16-byte chunks");
   static_assert(kBufferBytes % 16 == 0, "page list must start 16-byte aligned");
 
-  // Dynamic shared memory: buffers, then the CSA row's compacted page list.
-  static size_t smem_bytes(int topk) {
-    return static_cast<size_t>(kBufferBytes) + (kCsa ? (static_cast<size_t>(topk) + 1) * 4 : 0);
+  // Dynamic shared memory: buffers, then the CSA row's compacted page list
+  // (`max_pages` int32) and the split's block ids (`table_pages` int32).
+  static size_t smem_bytes(int64_t max_pages, int64_t table_pages) {
+    return static_cast<size_t>(kBufferBytes) +
+           static_cast<size_t>((kCsa ? max_pages : 0) + table_pages) * 4;
   }
 };
 

@@ -58,14 +58,6 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
   return v;
 }
 
-// Two e4m3 values as bf16x2 times 2^-112 (every value a normal bf16, or
-// zero): e4m3x2_to_bf16x2 without its rebase, for a caller that folds 2^112
-// into the other operand.
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2_times_2m112(uint32_t two) {
-  const uint32_t h = e4m3x2_to_f16x2(two);
-  return ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
-}
-
 // bf16 -> f16 with a power-of-two row scale, for MMAs whose other operand
 // converts to f16 more cheaply than to bf16 (e4m3). A row of bf16 values is
 // scaled by 2^row_shift(e), e its largest exponent field, which takes its
