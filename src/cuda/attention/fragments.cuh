@@ -142,7 +142,7 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
 #pragma unroll
         for (int sk = 0; sk < 4; ++sk) {
           mma_f16(s[nt], qf[4 * i + sk], cuda::e4m3x2_to_f16x2(w[sk]),
-                  cuda::e4m3x2_to_f16x2(w[sk] >> 16));
+                  cuda::e4m3x2_hi_to_f16x2(w[sk]));
         }
       }
     }

@@ -106,8 +106,7 @@ __global__ void __launch_bounds__(attention_threads())
   const int32_t pages_per_block = p.block_size / page_tokens();
   const bool translated = end - begin <= table_pages;
   if (translated) {
-    for (int32_t e = begin + static_cast<int32_t>(threadIdx.x); e < end;
-         e += attention_threads()) {
+    for (int32_t e = begin + static_cast<int32_t>(threadIdx.x); e < end; e += attention_threads()) {
       const int32_t region = T::kIsCsa ? pages[e] : first + e;
       blocks[e - begin] = __ldg(bt + region / pages_per_block);
     }

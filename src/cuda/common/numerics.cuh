@@ -44,6 +44,15 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   return h;
 }
 
+// The same for the high 16 bits (no shift: the conversion reads the half).
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t two) {
+  uint32_t h;
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
+      : "=r"(h)
+      : "r"(two));
+  return h;
+}
+
 // Two e4m3 values in the low 16 bits of `two` (low byte first) as bf16x2,
 // exactly (every e4m3 value is a bf16 value), in five instructions: the
 // hardware converts e4m3 -> f16 (exact, subnormals included); an e4m3-valued

@@ -3,7 +3,8 @@
 // of query rows by block, 64 or 128 regions at a time; CTA b takes the b-th
 // even share of it. For each tile the warpgroup
 //   - has cp.async copies of the next tiles' summaries in flight, their
-//     block-table lookups one tile further ahead (page source, tc_stage.cuh),
+//     block-table loads one tile further ahead, overlapping this tile's
+//     MMAs (page source, tc_stage.cuh),
 //   - converts the tile's summaries to A fragments in registers and
 //     multiplies them with the block's index queries, staged once per block
 //     as the B operand (mainloop: wgmma m64nNk16, fp32 accumulation). fp8
@@ -43,8 +44,8 @@ __device__ __forceinline__ void load_a(const unsigned char* stage, int row_bytes
       if constexpr (kF16) {
         af[s][0] = e4m3x2_to_f16x2(w0[s]);
         af[s][1] = e4m3x2_to_f16x2(w1[s]);
-        af[s][2] = e4m3x2_to_f16x2(w0[s] >> 16);
-        af[s][3] = e4m3x2_to_f16x2(w1[s] >> 16);
+        af[s][2] = e4m3x2_hi_to_f16x2(w0[s]);
+        af[s][3] = e4m3x2_hi_to_f16x2(w1[s]);
       } else {
         af[s][0] = e4m3x2_to_bf16x2(w0[s]);
         af[s][1] = e4m3x2_to_bf16x2(w1[s]);
@@ -163,8 +164,9 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   constexpr int kRegions = tile_regions(N);
   constexpr int kStages = stages(N);
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = reinterpret_cast<unsigned char*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  // Aligned by pointer arithmetic on the shared array (not through an
+  // integer), so the compiler still knows every access below is shared.
+  unsigned char* base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const IndexerSmem L = indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests);
   int32_t* prefix = reinterpret_cast<int32_t*>(base + L.prefix);
   int32_t* cmax = reinterpret_cast<int32_t*>(base + L.cmax);
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   // Prologue: the first kStages - 1 tiles in flight, the next one looked up.
   Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
   for (int s = 0; s < kStages && begin + s < end; ++s) {
-    lookup_offsets(p, cmax, look, kRegions, offsets_of(begin + s));
+    store_offset(p, fetch_lookup(p, cmax, look, kRegions), kRegions, offsets_of(begin + s));
     look.advance(prefix, cmax, R, kRegions);
   }
   __syncthreads();
@@ -220,9 +222,11 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
                        stages + ((ahead - begin) % kStages) * L.tile_bytes);
     }
     cp_async_commit();
-    // Tile ahead + 1 reuses the slot of tile index, issued long ago.
+    // Tile ahead + 1 reuses the slot of tile index, issued long ago; its
+    // block ids load during this tile's MMAs and are stored after them.
+    PendingLookup next;
     if (ahead + 1 < end) {
-      lookup_offsets(p, cmax, look, kRegions, offsets_of(ahead + 1));
+      next = fetch_lookup(p, cmax, look, kRegions);
       look.advance(prefix, cmax, R, kRegions);
     }
 
@@ -239,6 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
     }
     epilogue<N, M>(p, L, base, cur.tile * kRegions, warp, lane, acc);
     cur.advance(prefix, cmax, R, kRegions);
+    if (ahead + 1 < end) store_offset(p, next, kRegions, offsets_of(ahead + 1));
   }
   __syncthreads();
   flush_row_max<N>(p, L, base);

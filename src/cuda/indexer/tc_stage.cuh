@@ -106,41 +106,61 @@ struct Cursor {
   }
 };
 
-// Byte offsets (into the summary cache) of the regions of tile `at`, -1
-// past the request's scored range; one per thread of the first `regions`.
-// Looked up one iteration before the tile's copies are issued, so the
-// block table's latency is hidden.
-__device__ __forceinline__ void lookup_offsets(const IndexerParams& p, const int32_t* cmax,
-                                               const Cursor& at, int regions, int64_t* offsets) {
+// The block-table entry of one region of tile `at` (one per thread of the
+// first `regions`), fetched into a register a whole tile before its offset
+// is stored (store_offset): the load's latency then overlaps that tile's
+// MMAs instead of stalling the warpgroup.
+struct PendingLookup {
+  int32_t block = -1;    // cache block of the region; -1: past the scored range
+  int32_t in_block = 0;  // region index inside the block
+};
+
+__device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, const int32_t* cmax,
+                                                      const Cursor& at, int regions) {
+  PendingLookup l;
   const int row = threadIdx.x;
-  if (row >= regions) return;
+  if (row >= regions) return l;
   const int32_t j = at.tile * regions + row;
   const int regions_per_block = p.block_size / 8;
-  int64_t offset = -1;
   if (j < cmax[at.request]) {
-    const int32_t block =
+    l.block =
         __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + j / regions_per_block);
-    offset = int64_t{block} * p.summary_block_stride +
-             int64_t{j % regions_per_block} * p.summary_region_stride;
+    l.in_block = j % regions_per_block;
   }
-  offsets[row] = offset;
+  return l;
+}
+
+// Byte offset (into the summary cache) of the fetched region, -1 past the
+// request's scored range.
+__device__ __forceinline__ void store_offset(const IndexerParams& p, const PendingLookup& l,
+                                             int regions, int64_t* offsets) {
+  const int row = threadIdx.x;
+  if (row >= regions) return;
+  offsets[row] = l.block < 0 ? -1
+                             : int64_t{l.block} * p.summary_block_stride +
+                                   int64_t{l.in_block} * p.summary_region_stride;
 }
 
 // Copies the summaries of one tile into stage buffer `dst` (regions past
 // the request's scored range are zero-filled); `offsets` from
-// lookup_offsets. Rows are 2^log2_chunks 16-byte chunks (Di a power of
-// two); a warp copies whole rows, consecutive lanes consecutive chunks.
+// store_offset. Rows are 2^log2_chunks 16-byte chunks (Di a power of two,
+// at most 64 chunks); each thread copies one chunk column of every
+// (kThreads / chunks)-th row. That row step is even, so all of a thread's
+// rows share a parity and its swizzled chunk is fixed: a copy costs a
+// shared load of the row's offset, an add and the cp.async.
 template <bool kFp8>
 __device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
                                            int regions, int log2_chunks, uint32_t dst) {
-  const int chunks = 1 << log2_chunks;
-  const int row_bytes = chunks * 16;
-  const char* base = static_cast<const char*>(p.summaries);
-  for (int i = threadIdx.x; i < regions * chunks; i += kThreads) {
-    const int row = i >> log2_chunks, c = i & (chunks - 1);
+  const int row_bytes = 16 << log2_chunks;
+  const int c = static_cast<int>(threadIdx.x) & ((1 << log2_chunks) - 1);
+  const int first = static_cast<int>(threadIdx.x) >> log2_chunks;
+  const int step = kThreads >> log2_chunks;
+  const char* base = static_cast<const char*>(p.summaries) + c * 16;
+  uint32_t to = dst + first * row_bytes + summary_chunk<kFp8>(first, c) * 16;
+#pragma unroll 4
+  for (int row = first; row < regions; row += step, to += step * row_bytes) {
     const int64_t offset = offsets[row];
-    cp_async16(dst + row * row_bytes + summary_chunk<kFp8>(row, c) * 16,
-               base + (offset >= 0 ? offset + c * 16 : 0), offset >= 0);
+    cp_async16(to, base + (offset >= 0 ? offset : 0), offset >= 0);
   }
 }
 
