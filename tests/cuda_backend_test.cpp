@@ -95,5 +95,25 @@ TEST(CudaBackend, SwaScenarioMatchesOracle) {
   run_scenario(config);
 }
 
+// Heads per group are a run-time value of the attention kernels: an
+// uncommon one (3) matches the oracle, and one past the M tile (17) is
+// refused when the step is planned, naming the supported range.
+TEST(CudaBackend, AnyHeadsPerGroupUpTo16) {
+  STEP5_REQUIRE_GPU();
+  LayerConfig config;
+  config.num_kv_heads = 2;
+  config.num_heads = 6;
+  config.topk = 16;
+  run_scenario(config);
+  config.num_heads = 34;
+  try {
+    run_scenario(config);
+    FAIL() << "H/G = 17 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected 1..16, got 17"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace step5

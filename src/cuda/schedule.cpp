@@ -66,6 +66,7 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
 }  // namespace
 
 LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
+  require_paged_attention_supports(c);
   LayerSchedule s;
   // CSA attention runs once per scoring chunk, SWA once over the step.
   const int64_t rows = c.kind == LayerKind::csa ? plan.chunk_rows : plan.num_tokens;

@@ -141,6 +141,18 @@ std::vector<Case> cases() {
                   csa(8, 8, 192, 64, 512, bf, f8, 0), {8300, 5000}, false, 1, true),
       decode_case("csa G2 H16 D128 B64 K512 tied scores ctx 60000",
                   csa(2, 8, 128, 64, 512, bf, f8, 0), {60000}, false, 2, true),
+      // Heads per group are a run-time value of the attention kernels:
+      // H/G 2, 3, 4, 5 and 12 next to 1, 8 and 16 above and below.
+      scenario_case("csa G2 H4 D128 B16 K8 kv=fp8", csa(2, 2, 128, 16, 8, f8, f8, 0),
+                    scenario(2, 40, 300, true), 0),
+      decode_case("csa G4 H12 D192 B64 K64 verify mtp=3", csa(4, 3, 192, 64, 64, bf, f8, 3),
+                  {3000, 70}, true, 1),
+      decode_case("csa G1 H4 D64 B32 K16 decode", csa(1, 4, 64, 32, 16, bf, bf, 0), {900, 5}, false,
+                  1),
+      scenario_case("swa G3 H15 D128 B16 W100 kv=fp8 mtp=3", swa(3, 5, 128, 16, 100, f8, 3),
+                    scenario(2, 60, 400, true), 1),
+      decode_case("swa G2 H24 D192 B64 W512 decode", swa(2, 12, 192, 64, 512, bf, 0), {2000, 3},
+                  true, 1),
       scenario_case("swa G8 H64 D192 B64 W512", swa(8, 8, 192, 64, 512, bf, 0),
                     scenario(3, 200, 900, true), 1),
       scenario_case("swa G8 H64 D192 B16 W128 kv=fp8 mtp=3", swa(8, 8, 192, 16, 128, f8, 3),

@@ -64,9 +64,9 @@ __device__ __forceinline__ int fragment_column(int kk, int i, int t) {
   }
 }
 
-// Q of the group's heads as A fragments; rows >= HPG are zero.
+// Q of the group's `heads` heads as A fragments; rows >= heads are zero.
 template <class T>
-__device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, int lane,
+__device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, int heads, int lane,
                                        uint32_t (&qf)[T::kDim / 16][4]) {
   const int r0 = lane / 4, t = lane % 4;
 #pragma unroll
@@ -75,9 +75,8 @@ __device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, i
     for (int i = 0; i < 4; ++i) {
       const int row = r0 + (i & 1) * 8;
       const int col = fragment_column<T>(kk, i, t);
-      qf[kk][i] = row < T::kHeads
-                      ? __ldg(reinterpret_cast<const uint32_t*>(q + row * head_stride + col))
-                      : 0u;
+      qf[kk][i] =
+          row < heads ? __ldg(reinterpret_cast<const uint32_t*>(q + row * head_stride + col)) : 0u;
     }
   }
 }

@@ -1,4 +1,4 @@
-// Definition of run_paged<D, HPG>: picks the storage and page-source
+// Definition of run_paged<D>: picks the storage and page-source
 // variant, sets the dynamic shared memory and launches.
 #pragma once
 
@@ -24,21 +24,21 @@ void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t 
   check_launch("paged_attention_kernel");
 }
 
-template <int D, int HPG>
+template <int D>
 void run_paged(const PagedAttentionParams& p, int num_splits, cudaStream_t stream) {
   const bool fp8 = p.kv_dtype == DType::fp8_e4m3;
   const bool csa = p.selected != nullptr;
   if (fp8) {
     if (csa) {
-      launch_variant<Tile<D, HPG, true, true>>(p, num_splits, stream);
+      launch_variant<Tile<D, true, true>>(p, num_splits, stream);
     } else {
-      launch_variant<Tile<D, HPG, true, false>>(p, num_splits, stream);
+      launch_variant<Tile<D, true, false>>(p, num_splits, stream);
     }
   } else {
     if (csa) {
-      launch_variant<Tile<D, HPG, false, true>>(p, num_splits, stream);
+      launch_variant<Tile<D, false, true>>(p, num_splits, stream);
     } else {
-      launch_variant<Tile<D, HPG, false, false>>(p, num_splits, stream);
+      launch_variant<Tile<D, false, false>>(p, num_splits, stream);
     }
   }
 }

@@ -3,8 +3,6 @@
 
 namespace step5::cuda::attn {
 
-template void run_paged<128, 1>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<128, 8>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<128, 16>(const PagedAttentionParams&, int, cudaStream_t);
+template void run_paged<128>(const PagedAttentionParams&, int, cudaStream_t);
 
 }  // namespace step5::cuda::attn

@@ -3,8 +3,6 @@
 
 namespace step5::cuda::attn {
 
-template void run_paged<192, 1>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<192, 8>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<192, 16>(const PagedAttentionParams&, int, cudaStream_t);
+template void run_paged<192>(const PagedAttentionParams&, int, cudaStream_t);
 
 }  // namespace step5::cuda::attn

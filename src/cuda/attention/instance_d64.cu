@@ -3,8 +3,6 @@
 
 namespace step5::cuda::attn {
 
-template void run_paged<64, 1>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<64, 8>(const PagedAttentionParams&, int, cudaStream_t);
-template void run_paged<64, 16>(const PagedAttentionParams&, int, cudaStream_t);
+template void run_paged<64>(const PagedAttentionParams&, int, cudaStream_t);
 
 }  // namespace step5::cuda::attn

@@ -96,38 +96,31 @@ void check_params(const PagedAttentionParams& p) {
           p.output_row_stride, ", ", p.output_head_stride);
 }
 
-// The one place where runtime (D, H/G) become compile-time parameters.
+// The one place where the run-time D becomes a compile-time parameter
+// (heads per group stay run-time: any 1..16 fits the M tile).
+void require_supported(int head_size, int num_heads, int num_kv_heads) {
+  const int hpg = num_heads / num_kv_heads;
+  require(hpg >= 1 && hpg <= attn::mma_rows(), ErrorCode::unsupported,
+          "paged attention: heads per group H/G expected 1..", attn::mma_rows(), ", got ", hpg,
+          " (H = ", num_heads, ", G = ", num_kv_heads, ")");
+  require(head_size == 64 || head_size == 128 || head_size == 192, ErrorCode::unsupported,
+          "paged attention: head size D expected 64, 128 or 192, got ", head_size);
+}
+
 void dispatch(const PagedAttentionParams& p, int splits, cudaStream_t stream) {
-  const int hpg = p.num_heads / p.num_kv_heads;
-  auto by_heads = [&](auto run1, auto run8, auto run16) {
-    switch (hpg) {
-      case 1: run1(p, splits, stream); return;
-      case 8: run8(p, splits, stream); return;
-      case 16: run16(p, splits, stream); return;
-      default:
-        detail::fail(ErrorCode::unsupported,
-                     concat("paged attention: heads per group H/G expected 1, 8 or 16, got ", hpg,
-                            " (H = ", p.num_heads, ", G = ", p.num_kv_heads, ")"));
-    }
-  };
+  require_supported(p.head_size, p.num_heads, p.num_kv_heads);
   switch (p.head_size) {
-    case 64:
-      by_heads(attn::run_paged<64, 1>, attn::run_paged<64, 8>, attn::run_paged<64, 16>);
-      return;
-    case 128:
-      by_heads(attn::run_paged<128, 1>, attn::run_paged<128, 8>, attn::run_paged<128, 16>);
-      return;
-    case 192:
-      by_heads(attn::run_paged<192, 1>, attn::run_paged<192, 8>, attn::run_paged<192, 16>);
-      return;
-    default:
-      detail::fail(
-          ErrorCode::unsupported,
-          concat("paged attention: head size D expected 64, 128 or 192, got ", p.head_size));
+    case 64: attn::run_paged<64>(p, splits, stream); return;
+    case 128: attn::run_paged<128>(p, splits, stream); return;
+    default: attn::run_paged<192>(p, splits, stream); return;
   }
 }
 
 }  // namespace
+
+void require_paged_attention_supports(const LayerConfig& config) {
+  require_supported(config.head_size, config.num_heads, config.num_kv_heads);
+}
 
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count) {
   const bool csa = config.kind == LayerKind::csa;

@@ -107,6 +107,11 @@ void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t str
 // The split count for `rows` rows of a layer on a GPU of `sm_count` SMs,
 // and the scratch bytes its partials need (0 when no split is used). Both
 // depend only on shapes, so a plan sizes them before seeing the contexts.
+// Throws ErrorCode::unsupported, naming the supported values, when no
+// compiled kernel serves the layer (head size, heads per group); the plan
+// calls it so a forward never fails half-way.
+void require_paged_attention_supports(const LayerConfig& config);
+
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);
 size_t paged_attention_counters_bytes(const LayerConfig& config, int64_t rows, int splits);

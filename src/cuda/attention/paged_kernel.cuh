@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
                            int32_t table_pages) {
   constexpr int D = T::kDim;
-  constexpr int HPG = T::kHeads;
+  // Heads per group: any 1..16 (the M = 16 rows of the MMA tile).
+  const int hpg = p.num_heads / p.num_kv_heads;
   constexpr int kWarps = attention_warps();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int warp_count[kWarps];
@@ -113,12 +114,12 @@ __global__ void __launch_bounds__(attention_threads())
     __syncthreads();
   }
 
-  // Q of this group's heads as m16n8k16 A fragments; rows >= HPG are zero.
+  // Q of this group's heads as m16n8k16 A fragments; rows >= hpg are zero.
   const int r0 = lane / 4;
   const int c0 = (lane % 4) * 2;
   uint32_t qf[D / 16][4];
-  load_q<T>(p.query + t * p.query_row_stride + int64_t{g} * HPG * p.query_head_stride,
-            p.query_head_stride, lane, qf);
+  load_q<T>(p.query + t * p.query_row_stride + int64_t{g} * hpg * p.query_head_stride,
+            p.query_head_stride, hpg, lane, qf);
 
   float acc[D / 8][4];
 #pragma unroll
@@ -280,7 +281,7 @@ __global__ void __launch_bounds__(attention_threads())
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int row = r0 + (e >> 1) * 8;
-      if (row < HPG) {
+      if (row < hpg) {
         mo[(warp * mma_rows() + row) * D + output_column<T>(nd, e, lane % 4)] = acc[nd][e];
       }
     }
@@ -289,7 +290,7 @@ __global__ void __launch_bounds__(attention_threads())
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = r0 + r * 8;
-      if (row < HPG) {
+      if (row < hpg) {
         ml[(warp * mma_rows() + row) * 2] = m[r];
         ml[(warp * mma_rows() + row) * 2 + 1] = l[r];
       }
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(attention_threads())
   __syncthreads();
 
   const float v_scale = T::kIsFp8 ? p.v_scale / kFp8PScale : 1.0f;
-  for (int idx = static_cast<int>(threadIdx.x); idx < HPG * (D / 8); idx += attention_threads()) {
+  for (int idx = static_cast<int>(threadIdx.x); idx < hpg * (D / 8); idx += attention_threads()) {
     const int h = idx / (D / 8);
     const int d0 = (idx % (D / 8)) * 8;
     float mmax = -INFINITY;
@@ -313,7 +314,7 @@ __global__ void __launch_bounds__(attention_threads())
 #pragma unroll
       for (int j = 0; j < 8; ++j) o[j] += wt * src[j];
     }
-    const int head = g * HPG + h;
+    const int head = g * hpg + h;
     if (num_splits == 1) {
       store_output(p, t, head, d0, v_scale, lsum, o);
     } else {
@@ -329,7 +330,7 @@ __global__ void __launch_bounds__(attention_threads())
     }
   }
   if (num_splits > 1 && last_split(p, num_splits, D, local, g)) {
-    combine_splits<D, attention_threads()>(p, num_splits, v_scale, local, g * HPG, (g + 1) * HPG);
+    combine_splits<D, attention_threads()>(p, num_splits, v_scale, local, g * hpg, (g + 1) * hpg);
   }
 }
 

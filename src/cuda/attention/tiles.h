@@ -10,12 +10,11 @@
 
 namespace step5::cuda::attn {
 
-template <int D, int HPG, bool kFp8, bool kCsa>
+// Heads per group are a run-time value (1..mma_rows(), the M side).
+template <int D, bool kFp8, bool kCsa>
 struct Tile {
   static_assert(D % 16 == 0, "D must be a multiple of 16 (m16n8k16 k-steps, ldmatrix pairs)");
-  static_assert(HPG >= 1 && HPG <= mma_rows(), "heads per group must fit the M tile");
   static constexpr int kDim = D;
-  static constexpr int kHeads = HPG;
   static constexpr bool kIsFp8 = kFp8;
   static constexpr bool kIsCsa = kCsa;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
