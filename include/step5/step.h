@@ -96,8 +96,36 @@ struct ScoreChunk {
                         // planned capacity (graph replays may grow)
 };
 
+// What the cuda kernels found wrong in device inputs the host never saw
+// (block tables, slots and sequence lengths rewritten between CUDA-graph
+// replays). A kernel that meets one reads and writes nothing out of bounds:
+// it skips the write, or gives the rows that would have used it NaN output
+// (never another request's data), and records the step's first fault in
+// the workspace's DeviceStatus, which prepare_step zeroes.
+enum class DeviceFault : uint32_t {
+  none = 0,
+  bad_position = 1,      // a row's position < 0 (seq_lens shorter than its query rows)
+  past_block_table = 2,  // a position beyond the request's block-table row
+  kv_block = 3,          // a block id outside [0, num_blocks) of the KV cache
+  kv_slot = 4,           // a slot_mapping entry >= num_blocks * block_size
+  summary_block = 5,     // a block id outside [0, num_blocks) of the summary cache
+  beyond_plan = 6,       // a row with more closed regions than the plan's score columns
+                         // (a context past PlanOptions.max_context): nothing selected
+  ring_entry = 7,        // a ring_index outside [0, num_ring_entries)
+};
+const char* device_fault_name(DeviceFault fault);
+
+// At workspace + plan.workspace.status_offset; read it after the step.
+struct DeviceStatus {
+  uint32_t fault = 0;  // DeviceFault of the first fault, 0 = none
+  uint32_t row = 0;    // its step row, or request for request-wide faults
+  uint32_t value = 0;  // the offending value (low 32 bits)
+  uint32_t count = 0;  // faults recorded this step
+};
+
 // Where each piece of scratch lives inside the caller's workspace (bytes).
 struct WorkspaceLayout {
+  size_t status_offset = 0;    // DeviceStatus, zeroed by prepare_step
   size_t row_meta_offset = 0;  // i32 [2, n]: request, position of each row
   size_t scores_offset = 0;    // f32 [chunk_rows, G, score_stride]
   size_t row_max_offset = 0;   // u32 [chunk_rows, G]: order key of each row's best score

@@ -26,6 +26,20 @@ const char* indexer_path_name(IndexerPath path) {
   return "?";
 }
 
+const char* device_fault_name(DeviceFault fault) {
+  switch (fault) {
+    case DeviceFault::none: return "none";
+    case DeviceFault::bad_position: return "bad_position";
+    case DeviceFault::past_block_table: return "past_block_table";
+    case DeviceFault::kv_block: return "kv_block";
+    case DeviceFault::kv_slot: return "kv_slot";
+    case DeviceFault::summary_block: return "summary_block";
+    case DeviceFault::beyond_plan: return "beyond_plan";
+    case DeviceFault::ring_entry: return "ring_entry";
+  }
+  return "?";
+}
+
 namespace {
 
 using detail::require;
@@ -244,6 +258,8 @@ void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
   const auto groups = static_cast<size_t>(max_groups);
   WorkspaceLayout& ws = plan.workspace;
   size_t offset = 0;
+  // The status word sits right before row_max: prepare_step zeroes both
+  // with one memset.
   ws.row_meta_offset = offset;
   offset = detail::align_up(offset + 2u * static_cast<size_t>(plan.num_tokens) * 4u,
                             detail::kWorkspaceAlign);
@@ -252,6 +268,8 @@ void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
     offset = detail::align_up(offset + rows * groups * static_cast<size_t>(plan.score_stride) * 4u,
                               detail::kWorkspaceAlign);
   }
+  ws.status_offset = offset;
+  offset = detail::align_up(offset + sizeof(DeviceStatus), detail::kWorkspaceAlign);
   ws.row_max_offset = offset;
   if (any_csa) offset = detail::align_up(offset + rows * groups * 4u, detail::kWorkspaceAlign);
   ws.selected_offset = offset;

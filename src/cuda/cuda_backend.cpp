@@ -58,11 +58,9 @@ class CudaBackend final : public Backend {
     // The indexer's per-row best scores and the split-KV arrival counters
     // start from zero; each select and each last split clears what it used,
     // so one clear per step (per workspace) suffices.
-    const size_t row_max_bytes = plan.workspace.selected_offset - plan.workspace.row_max_offset;
-    if (row_max_bytes > 0) {
-      STEP5_CUDA_CHECK(
-          cudaMemsetAsync(at(workspace, plan.workspace.row_max_offset), 0, row_max_bytes, s));
-    }
+    // The device status word (just before row_max) restarts with the step.
+    const size_t cleared = plan.workspace.selected_offset - plan.workspace.status_offset;
+    STEP5_CUDA_CHECK(cudaMemsetAsync(at(workspace, plan.workspace.status_offset), 0, cleared, s));
     if (plan.workspace.counters_bytes > 0) {
       STEP5_CUDA_CHECK(cudaMemsetAsync(at(workspace, plan.workspace.counters_offset), 0,
                                        plan.workspace.counters_bytes, s));
@@ -96,7 +94,7 @@ class CudaBackend final : public Backend {
     validate_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, key, value, kDev);
     activate();
-    launch_kv_write(kv_write_params(config, step, key, value, kv), config.kv_dtype,
+    launch_kv_write(kv_write_params(config, step, key, value, kv, nullptr), config.kv_dtype,
                     to_cuda_stream(stream));
   }
 
@@ -133,7 +131,7 @@ class CudaBackend final : public Backend {
                              static_cast<int32_t>(scores.shape[2]), nullptr};
     const IndexerParams p =
         indexer_params(config, schedule, step, row_meta(step, plan, nullptr), rows, index_query,
-                       index_weight, summaries, target, /*skip_topk=*/-1);
+                       index_weight, summaries, target, /*skip_topk=*/-1, nullptr);
     const cudaStream_t s = to_cuda_stream(stream);
     launch_indexer(p, path, config.summary_dtype, info_.max_smem_per_block, s);
     launch_score_tail(p, s);
@@ -148,8 +146,9 @@ class CudaBackend final : public Backend {
     detail::validate_scores(config, plan, rows, scores, /*optional=*/true, kDev);
     detail::validate_selected(config, rows, selected, kDev);
     activate();
-    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores,
-                                /*row_max=*/nullptr, selected, /*ring=*/nullptr),
+    const auto columns = static_cast<int32_t>(scores.present() ? scores.shape[2] : 0);
+    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores, columns,
+                                /*row_max=*/nullptr, selected, /*ring=*/nullptr, nullptr),
                   to_cuda_stream(stream));
   }
 
@@ -172,7 +171,7 @@ class CudaBackend final : public Backend {
     target.selected = selected;
     use_op_scratch(target, config, rows.size(), op.attention_splits, stream);
     launch_paged_attention(attention_params(config, op, step, row_meta(step, plan, nullptr), rows,
-                                            query, gate, kv, target),
+                                            query, gate, kv, target, nullptr),
                            to_cuda_stream(stream));
   }
 
@@ -190,7 +189,7 @@ class CudaBackend final : public Backend {
     target.output = output;
     use_op_scratch(target, config, plan.num_tokens, schedule.attention_splits, stream);
     launch_paged_attention(attention_params(config, schedule, step, row_meta(step, plan, nullptr),
-                                            {0, plan.num_tokens}, query, gate, kv, target),
+                                            {0, plan.num_tokens}, query, gate, kv, target, nullptr),
                            to_cuda_stream(stream));
   }
 

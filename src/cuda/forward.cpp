@@ -28,6 +28,10 @@ RowMeta forward_rows(const StepDesc& step, const StepPlan& plan, Workspace ws) {
 void* scratch_of(const StepPlan& plan, Workspace ws) {
   return plan.workspace.scratch_bytes > 0 ? at<void>(ws, plan.workspace.scratch_offset) : nullptr;
 }
+// The step's DeviceStatus (cuda/common/guard.h).
+uint32_t* status_of(const StepPlan& plan, Workspace ws) {
+  return at<uint32_t>(ws, plan.workspace.status_offset);
+}
 uint32_t* counters_of(const StepPlan& plan, Workspace ws) {
   return plan.workspace.counters_bytes > 0 ? at<uint32_t>(ws, plan.workspace.counters_offset)
                                            : nullptr;
@@ -88,10 +92,11 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
   const RowMeta rows = forward_rows(step, plan, ws);
   const int64_t G = config.num_kv_heads;
   const bool scored = schedule.indexer != IndexerPath::none;
+  uint32_t* const status = status_of(plan, ws);
 
   const SummaryParams summaries =
-      summary_params(config, step, plan, in.index_key, in.index_z, cache);
-  launch_cache_update(kv_write_params(config, step, in.key, in.value, cache.kv), summaries,
+      summary_params(config, step, plan, in.index_key, in.index_z, cache, status);
+  launch_cache_update(kv_write_params(config, step, in.key, in.value, cache.kv, status), summaries,
                       config.kv_dtype, config.summary_dtype, device.sm_count, stream);
   for (const ScoreChunk& chunk : plan.chunks) {
     // Scores (and each row's best) only for rows with C > K: selection
@@ -107,13 +112,14 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
       const ScoreTarget target{static_cast<float*>(scores.data), G * plan.score_stride,
                                plan.score_stride, chunk.columns, row_max};
       launch_indexer(indexer_params(config, schedule, step, rows, chunk.rows, in.index_query,
-                                    in.index_weight, cache.summaries, target, config.topk),
+                                    in.index_weight, cache.summaries, target, config.topk, status),
                      schedule.indexer, config.summary_dtype, device.max_smem_per_block, stream);
     }
     const TensorView selected = chunk_selection(config, plan, out, ws, chunk.rows);
     // The ring write rides on the select launch, after the summaries above,
     // which read the old ring.
-    launch_select(select_params(config, rows, chunk.rows, scores, row_max, selected, &summaries),
+    launch_select(select_params(config, rows, chunk.rows, scores, chunk.columns, row_max, selected,
+                                &summaries, status),
                   stream);
 
     AttentionTarget target;
@@ -127,7 +133,7 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
       target.pad_end = plan.num_output_rows;
     }
     launch_paged_attention(attention_params(config, schedule, step, rows, chunk.rows, in.query,
-                                            in.gate, cache.kv, target),
+                                            in.gate, cache.kv, target, status),
                            stream);
   }
 }
@@ -147,7 +153,9 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
     zero_padding(config, plan, out.output, stream);
     return;
   }
-  launch_kv_write(kv_write_params(config, step, in.key, in.value, kv), config.kv_dtype, stream);
+  uint32_t* const status = status_of(plan, ws);
+  launch_kv_write(kv_write_params(config, step, in.key, in.value, kv, status), config.kv_dtype,
+                  stream);
   AttentionTarget target;
   target.output = out.output;
   target.scratch = scratch_of(plan, ws);
@@ -155,9 +163,10 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
   target.split_arrivals = counters_of(plan, ws);
   target.pad_begin = plan.num_tokens;
   target.pad_end = plan.num_output_rows;
-  launch_paged_attention(attention_params(config, schedule, step, forward_rows(step, plan, ws),
-                                          {0, plan.num_tokens}, in.query, in.gate, kv, target),
-                         stream);
+  launch_paged_attention(
+      attention_params(config, schedule, step, forward_rows(step, plan, ws), {0, plan.num_tokens},
+                       in.query, in.gate, kv, target, status),
+      stream);
 }
 
 }  // namespace step5::cuda

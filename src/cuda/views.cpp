@@ -40,6 +40,10 @@ T* ptr(const TensorView& v) {
   return static_cast<T*>(v.data);
 }
 
+int32_t block_table_cols(const StepDesc& step) {
+  return static_cast<int32_t>(step.block_table.shape[1]);
+}
+
 }  // namespace
 
 RowMeta row_meta(const StepDesc& step, const StepPlan& plan, const int32_t* table) {
@@ -57,7 +61,7 @@ RowMeta row_meta(const StepDesc& step, const StepPlan& plan, const int32_t* tabl
 }
 
 KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, TensorView key,
-                              TensorView value, const KVCacheView& kv) {
+                              TensorView value, const KVCacheView& kv, uint32_t* status) {
   require_rows(key, "key");
   require_rows(value, "value");
   require_vectors(kv.data, {kv.block_stride, kv.head_stride, kv.token_stride}, "kv cache");
@@ -79,11 +83,13 @@ KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, T
   p.block_size = config.block_size;
   p.k_scale = config.k_scale;
   p.v_scale = config.v_scale;
+  p.guard = {kv.num_blocks, 0, status};
   return p;
 }
 
 SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                             TensorView index_key, TensorView index_z, const LayerCache& cache) {
+                             TensorView index_key, TensorView index_z, const LayerCache& cache,
+                             uint32_t* status) {
   require_rows(index_key, "index_key");
   require_vectors(cache.summaries.data,
                   {cache.summaries.block_stride, cache.summaries.region_stride}, "summary cache");
@@ -113,6 +119,9 @@ SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, co
   // [start/8, seq_len/8). Uniform steps take the bound ceil(q/8) that holds
   // for every seq_lens, so a captured graph replays with new lengths.
   p.max_closing = plan.kind == StepKind::uniform ? (plan.query_len + 7) / 8 : plan.max_closing;
+  p.num_tokens = step.num_tokens;
+  p.num_ring_entries = cache.ring.num_entries;
+  p.guard = {cache.summaries.num_blocks, block_table_cols(step), status};
   return p;
 }
 
@@ -120,7 +129,7 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
                              const StepDesc& step, const RowMeta& rows, RowRange range,
                              TensorView index_query, TensorView index_weight,
                              const SummaryCacheView& summaries, const ScoreTarget& target,
-                             int32_t skip_topk) {
+                             int32_t skip_topk, uint32_t* status) {
   require_rows(index_query, "index_query");
   require_vectors(summaries.data, {summaries.block_stride, summaries.region_stride},
                   "summary cache");
@@ -155,13 +164,14 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
   p.rows_per_unit = schedule.indexer_rows_per_unit;
   p.tile_n = schedule.indexer_tile_n;
   p.ctas = schedule.indexer_ctas;
+  p.guard = {summaries.num_blocks, block_table_cols(step), status};
   return p;
 }
 
 PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
                                       const StepDesc& step, const RowMeta& rows, RowRange range,
                                       TensorView query, TensorView gate, const KVCacheView& kv,
-                                      const AttentionTarget& target) {
+                                      const AttentionTarget& target, uint32_t* status) {
   PagedAttentionParams p;
   p.row_begin = range.begin;
   p.num_rows = range.size();
@@ -201,12 +211,13 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.split_arrivals = target.split_arrivals;
   p.pad_row_begin = target.pad_begin;
   p.pad_row_end = target.pad_end;
+  p.guard = {kv.num_blocks, block_table_cols(step), status};
   return p;
 }
 
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, uint32_t* row_max, TensorView selected,
-                           const SummaryParams* ring) {
+                           TensorView scores, int32_t columns, uint32_t* row_max,
+                           TensorView selected, const SummaryParams* ring, uint32_t* status) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -223,6 +234,8 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.selected_stride_g = selected.stride[1];
   p.num_groups = config.num_kv_heads;
   p.topk = config.topk;
+  p.columns = scores.present() ? columns : 0;
+  p.guard.status = status;
   return p;
 }
 
@@ -248,7 +261,7 @@ void run_summaries(const LayerConfig& config, const StepDesc& step, const StepPl
                    TensorView index_key, TensorView index_z, const LayerCache& cache,
                    cudaStream_t stream) {
   if (plan.num_tokens == 0) return;
-  const SummaryParams p = summary_params(config, step, plan, index_key, index_z, cache);
+  const SummaryParams p = summary_params(config, step, plan, index_key, index_z, cache, nullptr);
   launch_summaries(p, config.summary_dtype, stream);
   launch_ring_write(p, stream);
 }

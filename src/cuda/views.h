@@ -19,10 +19,13 @@ namespace step5::cuda {
 // query_start_loc.
 RowMeta row_meta(const StepDesc& step, const StepPlan& plan, const int32_t* table);
 
+// `status` (DeviceStatus in the workspace, may be null) is where the
+// kernels record faults in device inputs (cuda/common/guard.h).
 KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, TensorView key,
-                              TensorView value, const KVCacheView& kv);
+                              TensorView value, const KVCacheView& kv, uint32_t* status);
 SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                             TensorView index_key, TensorView index_z, const LayerCache& cache);
+                             TensorView index_key, TensorView index_z, const LayerCache& cache,
+                             uint32_t* status);
 
 // Where the indexer writes: scores f32 [rows, G, columns] at element
 // strides, and the optional row maxima u32 [rows, G].
@@ -38,13 +41,13 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
                              const StepDesc& step, const RowMeta& rows, RowRange range,
                              TensorView index_query, TensorView index_weight,
                              const SummaryCacheView& summaries, const ScoreTarget& target,
-                             int32_t skip_topk);
-// `scores` may be absent when no row of `range` has C > K. `row_max`
-// (optional) is read and cleared; `ring` (optional) makes the launch store
-// the step's rows in the requests' rings.
+                             int32_t skip_topk, uint32_t* status);
+// `scores` may be absent when no row of `range` has C > K; `columns` of
+// them were written. `row_max` (optional) is read and cleared; `ring`
+// (optional) makes the launch store the step's rows in the requests' rings.
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, uint32_t* row_max, TensorView selected,
-                           const SummaryParams* ring);
+                           TensorView scores, int32_t columns, uint32_t* row_max,
+                           TensorView selected, const SummaryParams* ring, uint32_t* status);
 
 // Attention of rows `range`: CSA when `selected` ([range rows, G, K]) is
 // present, SWA otherwise. Output rows [pad_begin, pad_end) are zeroed by the
@@ -61,7 +64,7 @@ struct AttentionTarget {
 PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
                                       const StepDesc& step, const RowMeta& rows, RowRange range,
                                       TensorView query, TensorView gate, const KVCacheView& kv,
-                                      const AttentionTarget& target);
+                                      const AttentionTarget& target, uint32_t* status);
 
 // Boundary checks shared by the single operations and the forwards. All are
 // O(1) in the step's size: ids were read once by the plan.

@@ -321,6 +321,7 @@ int run_check(int argc, char** argv) {
     });
   }
   guarded("cuda graph", [&] { check::run_graph_cases(*cpu, *gpu, tally); });
+  guarded("device guards", [&] { check::run_guard_cases(*gpu, tally); });
   std::cout << tally.passed << " passed, " << tally.failed << " failed\n";
   return tally.failed == 0 ? kExitOk : kExitFailure;
 #else

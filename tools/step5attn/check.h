@@ -63,4 +63,9 @@ std::string check_single_ops(const OpsState& state);
 // Graph-captured decode of a CSA and an SWA layer, replayed on new inputs.
 void run_graph_cases(Backend& cpu, Backend& cuda, Tally& tally);
 
+// Device guards: decode steps planned from valid host copies whose device
+// block table, seq_lens and slot_mapping are then corrupted, as a graph
+// replay may see them (check_guards.cpp).
+void run_guard_cases(Backend& cuda, Tally& tally);
+
 }  // namespace step5::tool::check

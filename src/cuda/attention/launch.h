@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/guard.h"
 #include "cuda/common/rows.h"
 #include "step5/config.h"
 #include "step5/tensor.h"
@@ -96,11 +97,16 @@ struct PagedAttentionParams {
   // (CUDA-graph padding rows n..num_output_rows-1); empty range = none.
   int64_t pad_row_begin = 0;
   int64_t pad_row_end = 0;
+
+  // Device guards: num_blocks of the KV cache and the block-table width.
+  // A row whose position is negative or past its block-table row, or whose
+  // keys fall in a block outside the cache, gets NaN output (fault recorded).
+  DeviceGuard guard;
 };
 
 // Computes params.num_rows rows of attention into params.output (and zeroes
 // the padding rows). Throws Error(unsupported) for D or H/G outside the
-// compiled set (D in {64, 128, 192}, H/G in {1, 8, 16}), Error(invalid_argument)
+// compiled set (D in {64, 128, 192}, H/G in 1..16), Error(invalid_argument)
 // for inconsistent params or too little scratch. Asynchronous on `stream`.
 void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t stream);
 

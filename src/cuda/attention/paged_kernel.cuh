@@ -62,6 +62,7 @@ __global__ void __launch_bounds__(attention_threads())
   constexpr int kWarps = attention_warps();
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ int warp_count[kWarps];
+  __shared__ int row_fault;  // a key of this split sits in a block outside the cache
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -76,6 +77,15 @@ __global__ void __launch_bounds__(attention_threads())
   int32_t pos = 0;
   row_of(p.rows, t, request, pos);
   const int32_t cur = pos / page_tokens();
+  // A position the request's block table cannot hold (negative lengths,
+  // seq_lens past the table in a graph replay): no key is read, output NaN.
+  const bool bad_row = pos < 0 || !column_ok(p.guard, pos / p.block_size);
+  if (bad_row && threadIdx.x == 0 && g == 0 && split == 0) {
+    report_fault(p.guard, pos < 0 ? DeviceFault::bad_position : DeviceFault::past_block_table, t,
+                 pos);
+  }
+  if (threadIdx.x == 0) row_fault = 0;
+  __syncthreads();
 
   // The row's page list: CSA compacted into shared memory, SWA implicit.
   // Then the split's block ids (tiles.h).
@@ -83,7 +93,9 @@ __global__ void __launch_bounds__(attention_threads())
   int32_t lo = 0;
   int32_t first = 0;
   int32_t num_pages = 0;
-  if constexpr (T::kIsCsa) {
+  if (bad_row) {
+    num_pages = 0;
+  } else if constexpr (T::kIsCsa) {
     const int32_t* sel = p.selected + local * p.selected_row_stride + g * p.selected_group_stride;
     num_pages = compact_pages<attention_threads()>(sel, p.topk, cur, pages, warp_count);
   } else {
@@ -95,7 +107,7 @@ __global__ void __launch_bounds__(attention_threads())
   const int32_t begin = min(num_pages, split * per_split);
   const int32_t end = min(num_pages, begin + per_split);
   const int32_t num_steps = (end - begin + pages_per_step() - 1) / pages_per_step();
-  const int32_t my_steps = num_steps > warp ? (num_steps - warp + kWarps - 1) / kWarps : 0;
+  int32_t my_steps = num_steps > warp ? (num_steps - warp + kWarps - 1) / kWarps : 0;
 
   // The split's pages translated to cache blocks up front, all threads at
   // once: the copy loop then reads block ids from shared memory instead of
@@ -109,9 +121,15 @@ __global__ void __launch_bounds__(attention_threads())
   if (translated) {
     for (int32_t e = begin + static_cast<int32_t>(threadIdx.x); e < end; e += attention_threads()) {
       const int32_t region = T::kIsCsa ? pages[e] : first + e;
-      blocks[e - begin] = __ldg(bt + region / pages_per_block);
+      const int32_t block = __ldg(bt + region / pages_per_block);
+      if (!block_ok(p.guard, block)) {
+        report_fault(p.guard, DeviceFault::kv_block, t, block);
+        row_fault = 1;
+      }
+      blocks[e - begin] = block;
     }
     __syncthreads();
+    if (row_fault != 0) my_steps = 0;
   }
 
   // Q of this group's heads as m16n8k16 A fragments; rows >= hpg are zero.
@@ -153,9 +171,15 @@ __global__ void __launch_bounds__(attention_threads())
         const int32_t region = T::kIsCsa ? pages[e] : first + e;
         const int32_t kpos = region * page_tokens() + lane % page_tokens();
         valid = kpos >= lo && kpos <= pos;
+        const int64_t block = !valid       ? 0
+                              : translated ? blocks[e - begin]
+                                           : __ldg(bt + region / pages_per_block);
+        if (!translated && valid && !block_ok(p.guard, block)) {
+          if (kpos % page_tokens() == 0) report_fault(p.guard, DeviceFault::kv_block, t, block);
+          row_fault = 1;
+          valid = false;
+        }
         if (valid) {
-          const int64_t block =
-              translated ? blocks[e - begin] : __ldg(bt + region / pages_per_block);
           src = kv_head + block * p.kv_block_stride +
                 int64_t{kpos % p.block_size} * p.kv_token_stride;
         }
@@ -299,6 +323,8 @@ __global__ void __launch_bounds__(attention_threads())
   __syncthreads();
 
   const float v_scale = T::kIsFp8 ? p.v_scale / kFp8PScale : 1.0f;
+  // A faulted row (or split) gives NaN, through the combine as well.
+  const bool faulted = bad_row || row_fault != 0;
   for (int idx = static_cast<int>(threadIdx.x); idx < hpg * (D / 8); idx += attention_threads()) {
     const int h = idx / (D / 8);
     const int d0 = (idx % (D / 8)) * 8;
@@ -313,6 +339,12 @@ __global__ void __launch_bounds__(attention_threads())
       const float* src = mo + (w * mma_rows() + h) * D + d0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) o[j] += wt * src[j];
+    }
+    if (faulted) {
+      mmax = 0.0f;
+      lsum = NAN;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] = NAN;
     }
     const int head = g * hpg + h;
     if (num_splits == 1) {

@@ -86,8 +86,15 @@ __global__ void indexer_kernel(IndexerParams p) {
       }
       continue;
     }
-    const char* src = static_cast<const char*>(p.summaries) +
-                      __ldg(table + j / regions_per_block) * p.summary_block_stride +
+    const int64_t block =
+        column_ok(p.guard, j / regions_per_block) ? __ldg(table + j / regions_per_block) : -1;
+    if (!block_ok(p.guard, block)) {
+      // Out of the table or the cache: the region scores as zeros.
+      if (lane == 0) report_fault(p.guard, DeviceFault::summary_block, request, block);
+      for (int g = lane; g < p.num_groups; g += 32) out[g * p.scores_stride_g + j] = 0.0f;
+      continue;
+    }
+    const char* src = static_cast<const char*>(p.summaries) + block * p.summary_block_stride +
                       (j % regions_per_block) * p.summary_region_stride;
     float s[indexer_max_chunks()][8];
 #pragma unroll

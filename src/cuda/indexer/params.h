@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/guard.h"
 #include "cuda/common/rows.h"
 #include "step5/step.h"
 #include "step5/tensor.h"
@@ -55,6 +56,9 @@ struct IndexerParams {
   int32_t rows_per_unit = 0;  // query rows per work unit
   int32_t tile_n = 0;         // wgmma N (32, 64, 128 or 256)
   int32_t ctas = 0;           // persistent grid
+
+  DeviceGuard guard;  // num_blocks of the summary cache, block-table width; a region
+                      // whose block faults scores as zeros
 };
 
 // Dynamic shared memory of the tensor-core kernel for a layer (Di, summary

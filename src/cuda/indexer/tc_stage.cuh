@@ -111,8 +111,10 @@ struct Cursor {
 // is stored (store_offset): the load's latency then overlaps that tile's
 // MMAs instead of stalling the warpgroup.
 struct PendingLookup {
-  int32_t block = -1;    // cache block of the region; -1: past the scored range
-  int32_t in_block = 0;  // region index inside the block
+  int32_t block = -1;     // block-table entry of the region (not yet checked)
+  int32_t in_block = 0;   // region index inside the block
+  int32_t request = -1;   // -1: past the request's scored range, nothing to read
+  bool in_table = false;  // the region's column is inside the block table
 };
 
 __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, const int32_t* cmax,
@@ -123,22 +125,34 @@ __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, co
   const int32_t j = at.tile * regions + row;
   const int regions_per_block = p.block_size / 8;
   if (j < cmax[at.request]) {
-    l.block =
-        __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + j / regions_per_block);
+    const int32_t col = j / regions_per_block;
+    l.request = at.request;
     l.in_block = j % regions_per_block;
+    l.in_table = column_ok(p.guard, col);
+    if (l.in_table) {
+      l.block = __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + col);
+    }
   }
   return l;
 }
 
 // Byte offset (into the summary cache) of the fetched region, -1 past the
-// request's scored range.
+// request's scored range. A block id outside the table or the cache is a
+// fault: the region reads as zeros (offset -1) and scores 0.
 __device__ __forceinline__ void store_offset(const IndexerParams& p, const PendingLookup& l,
                                              int regions, int64_t* offsets) {
   const int row = threadIdx.x;
   if (row >= regions) return;
-  offsets[row] = l.block < 0 ? -1
-                             : int64_t{l.block} * p.summary_block_stride +
-                                   int64_t{l.in_block} * p.summary_region_stride;
+  int64_t offset = -1;
+  if (l.request >= 0) {
+    if (l.in_table && block_ok(p.guard, l.block)) {
+      offset =
+          int64_t{l.block} * p.summary_block_stride + int64_t{l.in_block} * p.summary_region_stride;
+    } else {
+      report_fault(p.guard, DeviceFault::summary_block, l.request, l.block);
+    }
+  }
+  offsets[row] = offset;
 }
 
 // Copies the summaries of one tile into stage buffer `dst` (regions past

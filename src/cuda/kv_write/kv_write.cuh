@@ -20,6 +20,10 @@ __device__ __forceinline__ void write_kv_rows(const KvWriteParams& p, int64_t th
     const int64_t t = tg / p.num_heads;
     const int64_t slot = __ldg(p.slot_mapping + t);
     if (slot < 0) continue;  // padding token (engines mark them -1)
+    if (slot / p.block_size >= p.guard.num_blocks) {
+      if (v == 0 && g == 0) report_fault(p.guard, DeviceFault::kv_slot, t, slot);
+      continue;
+    }
     const bool is_value = v >= p.head_size / 8;
     const int d = (is_value ? v - p.head_size / 8 : v) * 8;
     const uint16_t* src = is_value ? p.value + t * p.value_stride_t + g * p.value_stride_g + d

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/guard.h"
 #include "step5/tensor.h"
 
 namespace step5::cuda {
@@ -28,6 +29,7 @@ struct KvWriteParams {
   int32_t block_size = 0;                 // B
   float k_scale = 1.0f;                   // fp8: stored = e4m3(k / k_scale)
   float v_scale = 1.0f;
+  DeviceGuard guard;  // num_blocks of the cache: slots past it are faults
 };
 
 void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t stream);

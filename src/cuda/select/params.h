@@ -18,6 +18,8 @@ struct SelectParams {
                                   // no row has C > K (never read then)
   int64_t scores_stride_t = 0;    // elements
   int64_t scores_stride_g = 0;
+  int32_t columns = 0;                // score columns written (0 when scores is null); a row
+                                      // with more closed regions is a fault (beyond the plan)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null
@@ -32,6 +34,7 @@ struct SelectParams {
   // ring keeps it. It runs after the summaries, which read the old ring.
   bool write_ring = false;
   SummaryParams ring;  // used when write_ring
+  DeviceGuard guard;   // status only
 };
 
 void launch_select(const SelectParams& params, cudaStream_t stream);

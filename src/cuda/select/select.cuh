@@ -161,6 +161,19 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
     return;
   }
+  if (closed > p.columns) {
+    // More closed regions than were scored: a context past the plan's
+    // (device seq_lens grown in a graph replay). Nothing is selected and
+    // no score past the row's columns is read.
+    if (threadIdx.x == 0 && g == 0) {
+      report_fault(p.guard, DeviceFault::beyond_plan, p.row_begin + local_row, position);
+    }
+    if (p.clear_row_max != nullptr && threadIdx.x == 0) {
+      p.clear_row_max[local_row * p.num_groups + g] = 0;
+    }
+    for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = -1;
+    return;
+  }
   const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
   const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
   constexpr int kStep = kThreads * kItems;

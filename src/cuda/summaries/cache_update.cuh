@@ -29,8 +29,11 @@ __global__ void __launch_bounds__(cache_update_threads())
     const int r = static_cast<int>(item / sp.max_closing);
     const int32_t begin = __ldg(sp.query_start_loc + r);
     const int32_t seq_len = __ldg(sp.seq_lens + r);
-    const int32_t start = seq_len - (__ldg(sp.query_start_loc + r + 1) - begin);
-    const int32_t region = start / 8 + static_cast<int32_t>(item % sp.max_closing);
+    const int32_t qlen = __ldg(sp.query_start_loc + r + 1) - begin;
+    const int32_t start = seq_len - qlen;
+    const int32_t k = static_cast<int32_t>(item % sp.max_closing);
+    if (!request_ok(sp, r, begin, qlen, seq_len, lane == 0 && k == 0)) continue;
+    const int32_t region = start / 8 + k;
     if (region < seq_len / 8) summarize_region<SummaryStorage>(sp, r, begin, start, region, lane);
   }
 }

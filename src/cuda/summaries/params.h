@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/guard.h"
 #include "step5/tensor.h"
 
 namespace step5::cuda {
@@ -33,6 +34,9 @@ struct SummaryParams {
   int32_t max_closing = 0;              // regions any request can close this step (grid y)
   int32_t index_dim = 0;                // Di, a multiple of 8
   int32_t block_size = 0;               // B
+  int64_t num_tokens = 0;               // n: rows of index_key / index_z
+  int64_t num_ring_entries = 0;         // ring entries; ring_index outside is a fault
+  DeviceGuard guard;                    // num_blocks of the summary cache, block-table width
 };
 
 // Summarizes every region whose eighth row this step writes, reading rows

@@ -6,10 +6,33 @@
 // summaries match the cpu backend bit for bit.
 #pragma once
 
+#include "cuda/common/guard.h"
 #include "cuda/common/numerics.cuh"
 #include "cuda/summaries/params.h"
 
 namespace step5::cuda {
+
+// Whether request r's step rows (query rows [begin, begin + qlen), the last
+// at position seq_len - 1) and ring entry can be used as they are: rows
+// inside the step's n, a length that covers them, positions inside the
+// block table, a ring entry inside the ring. Otherwise nothing of the
+// request is read or written, and `report` records the fault.
+__device__ __forceinline__ bool request_ok(const SummaryParams& p, int r, int32_t begin,
+                                           int32_t qlen, int32_t seq_len, bool report) {
+  DeviceFault fault = DeviceFault::none;
+  int64_t value = seq_len;
+  if (begin < 0 || qlen < 0 || int64_t{begin} + qlen > p.num_tokens || seq_len < qlen) {
+    fault = DeviceFault::bad_position;
+  } else if (seq_len > 0 && !column_ok(p.guard, (seq_len - 1) / p.block_size)) {
+    fault = DeviceFault::past_block_table;
+  } else {
+    value = __ldg(p.ring_index + r);
+    if (value < 0 || value >= p.num_ring_entries) fault = DeviceFault::ring_entry;
+  }
+  if (fault == DeviceFault::none) return true;
+  if (report) report_fault(p.guard, fault, r, value);
+  return false;
+}
 
 struct RowSource {
   const uint16_t* key;
@@ -52,6 +75,10 @@ __device__ void summarize_region(const SummaryParams& p, int r, int32_t begin, i
 
   const int32_t position = 8 * region;
   const int64_t block = __ldg(p.block_table + r * p.block_table_stride + position / p.block_size);
+  if (!block_ok(p.guard, block)) {
+    if (lane == 0) report_fault(p.guard, DeviceFault::summary_block, r, block);
+    return;
+  }
   char* out = static_cast<char*>(p.summaries) + block * p.summary_block_stride +
               ((position % p.block_size) / 8) * p.summary_region_stride;
   for (int d = lane * 8; d < p.index_dim; d += 32 * 8) {
@@ -92,7 +119,9 @@ __global__ void summaries_kernel(SummaryParams p) {
   const int r = blockIdx.x;
   const int32_t begin = __ldg(p.query_start_loc + r);
   const int32_t seq_len = __ldg(p.seq_lens + r);
-  const int32_t start = seq_len - (__ldg(p.query_start_loc + r + 1) - begin);
+  const int32_t qlen = __ldg(p.query_start_loc + r + 1) - begin;
+  const int32_t start = seq_len - qlen;
+  if (!request_ok(p, r, begin, qlen, seq_len, threadIdx.x == 0 && blockIdx.y == 0)) return;
   for (int32_t region = start / 8 + static_cast<int32_t>(blockIdx.y); region < seq_len / 8;
        region += static_cast<int32_t>(gridDim.y)) {
     summarize_region<Storage>(p, r, begin, start, region, static_cast<int>(threadIdx.x));
@@ -122,8 +151,9 @@ __device__ __forceinline__ bool ring_keeps(const SummaryParams& p, int r, int64_
   const int32_t begin = __ldg(p.query_start_loc + r);
   const int32_t qlen = __ldg(p.query_start_loc + r + 1) - begin;
   const int32_t m = min(qlen, p.ring_capacity);
-  position = __ldg(p.seq_lens + r) - qlen + static_cast<int32_t>(t - begin);
-  return t >= begin + qlen - m;
+  const int32_t seq_len = __ldg(p.seq_lens + r);
+  position = seq_len - qlen + static_cast<int32_t>(t - begin);
+  return t >= begin + qlen - m && request_ok(p, r, begin, qlen, seq_len, t == begin + qlen - 1);
 }
 
 }  // namespace step5::cuda
