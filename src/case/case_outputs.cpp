@@ -66,7 +66,9 @@ CaseOutputs load_case_outputs(const std::string& path, const Case& c) {
     detail::fail(ErrorCode::io_error, concat(path, ": layer expected ", describe(c.config),
                                              " (the case's), got ", describe(cfg)));
   }
-  const size_t steps = case_detail::meta_steps(file);
+  case_detail::reject_unknown_meta(file, cfg.kind, true);
+  // output (+ selected, closed, summary for CSA).
+  const size_t steps = case_detail::meta_steps(file, cfg.kind == LayerKind::csa ? 4 : 1);
   if (steps != c.steps.size()) {
     detail::fail(ErrorCode::io_error, concat(path, ": metadata \"steps\": expected ",
                                              c.steps.size(), " (the case's), got ", steps));
