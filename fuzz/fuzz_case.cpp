@@ -7,7 +7,9 @@
 // - a case that loads is written back (case writer) and loads again to the
 //   same bytes;
 // - a case that loads and is small enough replays on the cpu backend with
-//   the oracle check; the only error it may raise is the memory refusal.
+//   the oracle check, without any error, and its outputs file reads back as
+//   written.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -90,5 +92,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (step5::replay_memory_bytes(c, true) > kMaxReplayBytes) return 0;
   const step5::CaseOutputs out = step5::replay_case(cpu(), c, options);
   if (out.steps.size() != c.steps.size() || out.checks.size() != c.steps.size()) __builtin_trap();
+  // The outputs file reads back as written.
+  const st::File outputs = step5::case_detail::outputs_file(c, out, "outputs");
+  const step5::CaseOutputs read =
+      step5::case_detail::outputs_from(st::parse(st::serialize(outputs), "outputs"), c);
+  if (!same(step5::case_detail::outputs_file(c, read, "again"), outputs)) __builtin_trap();
   return 0;
 }

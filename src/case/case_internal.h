@@ -38,6 +38,9 @@ void reject_unknown_meta(const safetensors::File& file, LayerKind kind, bool out
 // save_case and load_case without the file system.
 safetensors::File case_file(const Case& c, const std::string& what);
 Case case_from(const safetensors::File& file);
+// The same for a replay's outputs (save_case_outputs, load_case_outputs).
+safetensors::File outputs_file(const Case& c, const CaseOutputs& outputs, const std::string& what);
+CaseOutputs outputs_from(const safetensors::File& file, const Case& c);
 
 // Reads the file's `steps` metadata, checked to be >= 0 and at most the
 // file's tensor count / `tensors_per_step` (each step has that many at
