@@ -4,9 +4,10 @@
 set -euo pipefail
 
 # python3-venv and python3-dev: the Python package is built and tested in a
-# venv (its build and test dependencies come from PyPI, pinned).
+# venv (its build and test dependencies come from PyPI, pinned). clang and
+# libclang-rt-dev (libFuzzer, ASan, UBSan runtimes): the fuzz targets.
 packages=(cmake ninja-build g++ libgtest-dev libgmock-dev clang-format python3 python3-venv
-  python3-dev)
+  python3-dev clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -4,7 +4,8 @@
 # error fails here), run the tests and say why any were skipped; install the
 # C++ package into a temporary prefix and build the examples and the README's
 # C++ quick start against it; rebuild the CPU tests with AddressSanitizer +
-# UndefinedBehaviorSanitizer and run them again; build the Python wheel,
+# UndefinedBehaviorSanitizer and run them again; run each libFuzzer target
+# (case files, JSON) for a bounded time from its seed corpus; build the Python wheel,
 # install it in a fresh venv with the pinned test dependencies, run pytest
 # (cpu backend, numpy), the README's Python quick start and the overhead bench.
 # GPU and torch tests skip themselves, visibly, where they cannot run.
@@ -47,6 +48,27 @@ ninja -C build-sanitize -j "$jobs"
 echo "== sanitizer tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-sanitize --output-on-failure -j "$jobs"
+
+# STEP5_FUZZ_SECONDS: seconds per fuzz target (default 60). A crash fails
+# the run; the input that caused it is kept as build-fuzz/crash-* (add it to
+# fuzz/corpus/ with the fix).
+fuzz_seconds=${STEP5_FUZZ_SECONDS:-60}
+echo "== fuzz (libFuzzer, address + undefined, ${fuzz_seconds} s per target)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSTEP5_CUDA=OFF -DSTEP5_FUZZ=ON -DSTEP5_TESTS=OFF -DSTEP5_CLI=OFF -DSTEP5_INSTALL=OFF >/dev/null
+ninja -C build-fuzz -j "$jobs" fuzz_json fuzz_case
+for target in json case; do
+  mkdir -p "$scratch/fuzz-$target"
+  log="$scratch/fuzz-$target.log"
+  if ! build-fuzz/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" -max_len=16384 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$PWD/build-fuzz/crash-$target-" \
+    "$scratch/fuzz-$target" "fuzz/corpus/$target" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "fuzz_$target: FAILED (the input is in build-fuzz/crash-$target-*)"
+    exit 1
+  fi
+  grep -E "^(Done|stat::number_of_executed_units|stat::peak_rss_mb)" "$log"
+done
 
 echo "== python wheel (scikit-build-core, pinned build dependencies from PyPI)"
 "$PYTHON" -m venv "$scratch/venv"

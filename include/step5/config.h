@@ -16,6 +16,9 @@ const char* layer_kind_name(LayerKind kind);
 // Region size of the CSA indexer, in tokens. Fixed by the model family.
 constexpr int kRegionSize = 8;
 
+// Largest num_heads and num_kv_heads validate_config accepts (per rank).
+constexpr int kMaxHeads = 1024;
+
 struct LayerConfig {
   LayerKind kind = LayerKind::csa;
   int num_heads = 64;            // H, query heads

@@ -89,14 +89,16 @@ sim::StepInput read_step(const st::File& file, const LayerConfig& c, size_t s,
 
 }  // namespace
 
-void save_case(const std::string& path, const Case& c) {
+namespace case_detail {
+
+st::File case_file(const Case& c, const std::string& what) {
   validate_case(c);
   const bool csa = c.config.kind == LayerKind::csa;
   const int64_t H = c.config.num_heads, G = c.config.num_kv_heads, D = c.config.head_size;
   const int64_t I = c.config.index_heads, Di = c.config.index_dim;
   const int64_t rows = c.context_rows();
   st::File file;
-  file.what = path;
+  file.what = what;
   case_detail::write_config(c.config, file.metadata);
   file.metadata["steps"] = std::to_string(c.steps.size());
   add(file, "context.lens", st::DType::i32, {c.num_requests()}, c.context_lens);
@@ -124,19 +126,21 @@ void save_case(const std::string& path, const Case& c) {
     }
     if (!in.gate.empty()) add(file, step_name(s, "gate"), st::DType::bf16, {n, H}, in.gate);
   }
-  st::write_file(path, file);
+  return file;
 }
 
-Case load_case(const std::string& path) {
-  st::File file = st::read_file(path);
+Case case_from(const st::File& file) {
+  const std::string& path = file.what;
   if (const std::string* content = file.find_meta("content"); content && *content != "case") {
     fail_io(concat(path, ": metadata \"content\": expected absent or \"case\", got ",
                    json::quote(*content), " (is this a replay's --out file?)"));
   }
   Case c;
   c.config = case_detail::read_config(file);
-  const size_t steps = case_detail::meta_steps(file);
+  case_detail::reject_unknown_meta(file, c.config.kind, false);
   const bool csa = c.config.kind == LayerKind::csa;
+  // request, query_start_loc, seq_lens, query, key, value (+ 4 CSA tensors).
+  const size_t steps = case_detail::meta_steps(file, csa ? 10 : 6);
   const int64_t G = c.config.num_kv_heads, D = c.config.head_size, Di = c.config.index_dim;
   std::vector<std::string> names = {"context.lens", "context.key", "context.value"};
   c.context_lens = st::elements<int32_t>(file.require("context.lens", st::DType::i32, {-1}));
@@ -166,6 +170,16 @@ Case load_case(const std::string& path) {
     fail_io(concat(path, ": ", e.what()));
   }
   return c;
+}
+
+}  // namespace case_detail
+
+void save_case(const std::string& path, const Case& c) {
+  st::write_file(path, case_detail::case_file(c, path));
+}
+
+Case load_case(const std::string& path) {
+  return case_detail::case_from(st::read_file(path));
 }
 
 }  // namespace step5

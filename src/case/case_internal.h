@@ -8,13 +8,15 @@
 
 #include "case/safetensors.h"
 #include "step5/config.h"
+#include "step5/testing/case_file.h"
 
 namespace step5::case_detail {
 
 // "step{s}.{field}".
 std::string step_name(size_t step, const char* field);
 
-// Strict metadata values: the whole string must be the number.
+// Strict metadata values: the whole string must be the number, in JSON
+// number syntax (integers: -?(0|[1-9][0-9]*)).
 int32_t meta_int(const safetensors::File& file, const std::string& key);
 float meta_float(const safetensors::File& file, const std::string& key);
 // Shortest decimal that reads back as exactly `x`.
@@ -28,7 +30,21 @@ LayerConfig read_config(const safetensors::File& file);
 // misspelled optional name is reported instead of silently ignored.
 void reject_unexpected(const safetensors::File& file, const std::vector<std::string>& expected);
 
-// Reads the file's `steps` metadata, checked to be >= 0.
-size_t meta_steps(const safetensors::File& file);
+// Throws io_error naming a metadata key that a `kind` case (or outputs)
+// file does not have, so a misspelled key is reported, not ignored.
+void reject_unknown_meta(const safetensors::File& file, LayerKind kind, bool outputs);
+
+// A case as a safetensors file (validated first; `what` names it) and back:
+// save_case and load_case without the file system.
+safetensors::File case_file(const Case& c, const std::string& what);
+Case case_from(const safetensors::File& file);
+// The same for a replay's outputs (save_case_outputs, load_case_outputs).
+safetensors::File outputs_file(const Case& c, const CaseOutputs& outputs, const std::string& what);
+CaseOutputs outputs_from(const safetensors::File& file, const Case& c);
+
+// Reads the file's `steps` metadata, checked to be >= 0 and at most the
+// file's tensor count / `tensors_per_step` (each step has that many at
+// least), so a huge count fails before anything is sized by it.
+size_t meta_steps(const safetensors::File& file, size_t tensors_per_step);
 
 }  // namespace step5::case_detail

@@ -1,4 +1,5 @@
 // SPEC 10 metadata: every value is a string, numbers in decimal.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -36,13 +37,39 @@ std::string step_name(size_t step, const char* field) {
   return concat("step", step, ".", field);
 }
 
+// The JSON number grammar (RFC 8259 section 6), nothing else: no sign
+// '+', no hex, no leading zeros, no whitespace, no inf or nan.
+bool json_number(const std::string& v, bool integer) {
+  size_t i = 0;
+  auto digit = [&](size_t at) { return at < v.size() && v[at] >= '0' && v[at] <= '9'; };
+  auto digits = [&]() {
+    if (!digit(i)) return false;
+    while (digit(i)) ++i;
+    return true;
+  };
+  if (i < v.size() && v[i] == '-') ++i;
+  if (!digit(i)) return false;
+  if (v[i] == '0') {
+    ++i;
+  } else {
+    digits();
+  }
+  if (!integer && i < v.size() && v[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (!integer && i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    ++i;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == v.size();
+}
+
 int32_t meta_int(const safetensors::File& file, const std::string& key) {
   const std::string& v = file.require_meta(key);
-  bool ok = !v.empty() && v.size() <= 11;
-  for (size_t i = 0; ok && i < v.size(); ++i) {
-    ok = (v[i] >= '0' && v[i] <= '9') || (i == 0 && v[i] == '-' && v.size() > 1);
-  }
-  long long x = ok ? std::strtoll(v.c_str(), nullptr, 10) : 0;
+  const bool ok = v.size() <= 11 && json_number(v, true);
+  const long long x = ok ? std::strtoll(v.c_str(), nullptr, 10) : 0;
   if (!ok || x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
     fail_meta(file, key, "a decimal 32-bit integer", v);
   }
@@ -51,13 +78,14 @@ int32_t meta_int(const safetensors::File& file, const std::string& key) {
 
 float meta_float(const safetensors::File& file, const std::string& key) {
   const std::string& v = file.require_meta(key);
-  char* end = nullptr;
-  errno = 0;
-  float x = v.empty() ? 0.0f : std::strtof(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || errno == ERANGE || !std::isfinite(x) ||
-      v.find_first_of(" \t\n") != std::string::npos) {
-    fail_meta(file, key, "a finite decimal number", v);
+  bool ok = v.size() <= 64 && json_number(v, false);
+  float x = 0.0f;
+  if (ok) {
+    errno = 0;
+    x = std::strtof(v.c_str(), nullptr);
+    ok = errno != ERANGE && std::isfinite(x);
   }
+  if (!ok) fail_meta(file, key, "a finite decimal number (JSON number syntax)", v);
   return x;
 }
 
@@ -143,9 +171,38 @@ void reject_unexpected(const safetensors::File& file, const std::vector<std::str
   }
 }
 
-size_t meta_steps(const safetensors::File& file) {
-  int32_t steps = meta_int(file, "steps");
+void reject_unknown_meta(const safetensors::File& file, LayerKind kind, bool outputs) {
+  std::vector<std::string> known = {
+      "format",  "layer",   "num_heads", "num_kv_heads", "head_size", "block_size", "kv_dtype",
+      "k_scale", "v_scale", "scale",     "spec_tokens",  "steps",     "content"};
+  if (kind == LayerKind::csa) {
+    known.insert(known.end(), {"index_heads", "index_dim", "topk", "summary_dtype"});
+  } else {
+    known.emplace_back("window");
+  }
+  for (const auto& entry : file.metadata) {
+    if (std::find(known.begin(), known.end(), entry.first) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    detail::fail(ErrorCode::io_error,
+                 concat(file.what, ": unknown metadata key ", json::quote(entry.first), " in a ",
+                        layer_kind_name(kind), " ", kCaseFormat, outputs ? " outputs" : "",
+                        " file (expected one of: ", list, ")"));
+  }
+}
+
+size_t meta_steps(const safetensors::File& file, size_t tensors_per_step) {
+  const int32_t steps = meta_int(file, "steps");
   if (steps < 0) fail_meta(file, "steps", "a count >= 0", file.require_meta("steps"));
+  // Every step has at least `tensors_per_step` tensors, so a count the file
+  // cannot hold is refused before anything is sized by it.
+  const size_t most = file.tensors.size() / tensors_per_step;
+  if (static_cast<size_t>(steps) > most) {
+    fail_meta(file, "steps",
+              concat("at most ", most, " (each step has at least ", tensors_per_step,
+                     " tensors and the file holds ", file.tensors.size(), ")"),
+              file.require_meta("steps"));
+  }
   return static_cast<size_t>(steps);
 }
 

@@ -19,14 +19,16 @@ constexpr const char* kOutputsContent = "outputs";
 
 }  // namespace
 
-void save_case_outputs(const std::string& path, const Case& c, const CaseOutputs& outputs) {
+namespace case_detail {
+
+st::File outputs_file(const Case& c, const CaseOutputs& outputs, const std::string& what) {
   const LayerConfig& cfg = c.config;
   detail::require(outputs.steps.size() == c.steps.size(), ErrorCode::invalid_argument,
                   "save_case_outputs: expected ", c.steps.size(), " step outputs, got ",
                   outputs.steps.size());
   const int64_t H = cfg.num_heads, G = cfg.num_kv_heads, D = cfg.head_size;
   st::File file;
-  file.what = path;
+  file.what = what;
   case_detail::write_config(cfg, file.metadata);
   file.metadata["content"] = kOutputsContent;
   file.metadata["steps"] = std::to_string(c.steps.size());
@@ -48,11 +50,11 @@ void save_case_outputs(const std::string& path, const Case& c, const CaseOutputs
     file.add(step_name(s, "summary"), st::DType::f32, {rs, out.max_closed, cfg.index_dim},
              out.summary.data(), out.summary.size());
   }
-  st::write_file(path, file);
+  return file;
 }
 
-CaseOutputs load_case_outputs(const std::string& path, const Case& c) {
-  st::File file = st::read_file(path);
+CaseOutputs outputs_from(const st::File& file, const Case& c) {
+  const std::string& path = file.what;
   const std::string& content = file.require_meta("content");
   if (content != kOutputsContent) {
     detail::fail(ErrorCode::io_error, concat(path, ": metadata \"content\": expected \"",
@@ -66,7 +68,9 @@ CaseOutputs load_case_outputs(const std::string& path, const Case& c) {
     detail::fail(ErrorCode::io_error, concat(path, ": layer expected ", describe(c.config),
                                              " (the case's), got ", describe(cfg)));
   }
-  const size_t steps = case_detail::meta_steps(file);
+  case_detail::reject_unknown_meta(file, cfg.kind, true);
+  // output (+ selected, closed, summary for CSA).
+  const size_t steps = case_detail::meta_steps(file, cfg.kind == LayerKind::csa ? 4 : 1);
   if (steps != c.steps.size()) {
     detail::fail(ErrorCode::io_error, concat(path, ": metadata \"steps\": expected ",
                                              c.steps.size(), " (the case's), got ", steps));
@@ -94,6 +98,16 @@ CaseOutputs load_case_outputs(const std::string& path, const Case& c) {
   }
   case_detail::reject_unexpected(file, names);
   return outputs;
+}
+
+}  // namespace case_detail
+
+void save_case_outputs(const std::string& path, const Case& c, const CaseOutputs& outputs) {
+  st::write_file(path, case_detail::outputs_file(c, outputs, path));
+}
+
+CaseOutputs load_case_outputs(const std::string& path, const Case& c) {
+  return case_detail::outputs_from(st::read_file(path), c);
 }
 
 }  // namespace step5

@@ -1,12 +1,27 @@
 // The SPEC 10 replayer: one session, histories first, then every step.
 #include <algorithm>
 
+#include "core/check.h"
 #include "step5/testing/case_file.h"
 
 namespace step5 {
 
 CaseOutputs replay_case(Backend& backend, const Case& c, const ReplayOptions& options) {
   validate_case(c);
+  const double need = replay_memory_bytes(c, options.check);
+  const double limit = replay_memory_limit(c, options);
+  if (need > limit) {
+    detail::fail(ErrorCode::invalid_argument,
+                 detail::concat("replay: the case needs about ", need / (1 << 20),
+                                " MiB (cache, rings, outputs", options.check ? ", oracle" : "",
+                                "), expected at most ", limit / (1 << 20), " MiB (",
+                                options.max_memory_bytes > 0
+                                    ? std::string("max_memory_bytes")
+                                    : detail::concat(options.memory_base_bytes >> 20, " MiB + ",
+                                                     options.memory_per_case_byte, " x the case's ",
+                                                     case_bytes(c), " bytes"),
+                                "; the step5attn replay option --max-memory raises it)"));
+  }
   sim::SessionOptions session_options;
   session_options.max_requests = std::max<int32_t>(1, c.num_requests());
   session_options.max_context = std::max<int64_t>(1, c.max_context());

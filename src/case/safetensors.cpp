@@ -1,9 +1,6 @@
 #include "case/safetensors.h"
 
-#include <algorithm>
-#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "case/json.h"
@@ -19,30 +16,8 @@ namespace {
 
 using detail::concat;
 
-// The reference implementation refuses larger headers; so do we, before
-// allocating anything for a corrupted length.
-constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
-constexpr DType kAllDTypes[] = {DType::bf16, DType::f32,     DType::i32,
-                                DType::i64,  DType::f8_e4m3, DType::u8};
-
 [[noreturn]] void fail_io(const std::string& message) {
   detail::fail(ErrorCode::io_error, message);
-}
-
-bool parse_dtype(const std::string& s, DType& out) {
-  for (DType d : kAllDTypes) {
-    if (s == dtype_name(d)) {
-      out = d;
-      return true;
-    }
-  }
-  return false;
-}
-
-uint64_t read_u64_le(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
 }
 
 void append_u64_le(std::vector<uint8_t>& out, uint64_t v) {
@@ -59,87 +34,10 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-struct Entry {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  int64_t begin;
-  int64_t end;
-};
-
-void parse_metadata(const json::Value& v, File& file, const std::string& what) {
-  if (v.type != json::Type::object) {
-    fail_io(concat(what, ": __metadata__ must be an object, got ", json::type_name(v.type),
-                   " at header offset ", v.offset));
-  }
-  for (const auto& [key, value] : v.members) {
-    if (value.type != json::Type::string) {
-      fail_io(concat(what, ": __metadata__[", json::quote(key), "] must be a string, got ",
-                     json::type_name(value.type)));
-    }
-    file.metadata[key] = value.text;
-  }
-}
-
-Entry parse_entry(const std::string& name, const json::Value& v, int64_t data_bytes,
-                  const std::string& what) {
-  const std::string where = concat(what, ": tensor ", json::quote(name));
-  if (name.empty()) fail_io(what + ": a tensor has an empty name");
-  if (v.type != json::Type::object) {
-    fail_io(concat(where, ": entry must be an object, got ", json::type_name(v.type)));
-  }
-  for (const auto& member : v.members) {
-    if (member.first != "dtype" && member.first != "shape" && member.first != "data_offsets") {
-      fail_io(concat(where, ": unknown field ", json::quote(member.first),
-                     " (expected dtype, shape, data_offsets)"));
-    }
-  }
-  const json::Value* dtype = v.find("dtype");
-  const json::Value* shape = v.find("shape");
-  const json::Value* offsets = v.find("data_offsets");
-  if (!dtype || !shape || !offsets) {
-    fail_io(concat(where, ": missing field ",
-                   !dtype   ? "dtype"
-                   : !shape ? "shape"
-                            : "data_offsets"));
-  }
-  Entry e{name, DType::u8, {}, 0, 0};
-  if (dtype->type != json::Type::string || !parse_dtype(dtype->text, e.dtype)) {
-    fail_io(concat(
-        where, ": unknown dtype ",
-        dtype->type == json::Type::string ? json::quote(dtype->text) : json::type_name(dtype->type),
-        " (supported: BF16, F32, I32, I64, F8_E4M3, U8)"));
-  }
-  if (shape->type != json::Type::array) {
-    fail_io(concat(where, ": shape must be an array, got ", json::type_name(shape->type)));
-  }
-  for (const auto& dim : shape->items) {
-    int64_t extent = 0;
-    if (!dim.as_index(extent)) {
-      fail_io(concat(where, ": shape entries must be non-negative integers, got ",
-                     dim.type == json::Type::number ? dim.text : json::type_name(dim.type)));
-    }
-    e.shape.push_back(extent);
-  }
-  if (offsets->type != json::Type::array || offsets->items.size() != 2 ||
-      !offsets->items[0].as_index(e.begin) || !offsets->items[1].as_index(e.end)) {
-    fail_io(where + ": data_offsets must be [begin, end], two non-negative integers");
-  }
-  if (e.begin > e.end || e.end > data_bytes) {
-    fail_io(concat(where, ": data_offsets [", e.begin, ", ", e.end,
-                   "] out of range of the data section (", data_bytes, " bytes)"));
-  }
-  int64_t numel = checked_numel(e.shape);
-  int64_t size = static_cast<int64_t>(dtype_size(e.dtype));
-  if (numel < 0 || numel > std::numeric_limits<int64_t>::max() / size) {
-    fail_io(concat(where, ": shape ", shape_string(e.shape), " overflows"));
-  }
-  if (e.end - e.begin != numel * size) {
-    fail_io(concat(where, ": shape ", shape_string(e.shape), " of ", dtype_name(e.dtype), " needs ",
-                   numel * size, " bytes, data_offsets [", e.begin, ", ", e.end, "] give ",
-                   e.end - e.begin));
-  }
-  return e;
+// The writer's strings must read back: a header is UTF-8 JSON.
+void require_utf8(const std::string& s, const char* what) {
+  detail::require(json::valid_utf8(s), ErrorCode::invalid_argument, "safetensors: ", what, " ",
+                  json::quote(s), ": expected valid UTF-8");
 }
 
 }  // namespace
@@ -230,76 +128,14 @@ const std::string& File::require_meta(const std::string& key) const {
   return *v;
 }
 
-File parse(const std::vector<uint8_t>& bytes, const std::string& what) {
-  File file;
-  file.what = what;
-  if (bytes.size() < 8) {
-    fail_io(concat(what, ": truncated header: the file has ", bytes.size(),
-                   " bytes, the header length alone needs 8"));
-  }
-  const uint64_t header_bytes = read_u64_le(bytes.data());
-  const uint64_t rest = bytes.size() - 8;
-  if (header_bytes > rest) {
-    fail_io(concat(what, ": truncated header: its length field says ", header_bytes,
-                   " bytes, only ", rest, " follow"));
-  }
-  if (header_bytes > kMaxHeaderBytes) {
-    fail_io(concat(what, ": header of ", header_bytes, " bytes exceeds the 100 MiB limit"));
-  }
-  const auto* header = reinterpret_cast<const char*>(bytes.data() + 8);
-  json::Value root = json::parse(header, header_bytes, what + ": header");
-  if (root.type != json::Type::object) {
-    fail_io(concat(what, ": header must be a JSON object, got ", json::type_name(root.type)));
-  }
-  const auto data_begin = static_cast<int64_t>(8 + header_bytes);
-  const auto data_bytes = static_cast<int64_t>(bytes.size()) - data_begin;
-  std::vector<Entry> entries;
-  for (const auto& [name, value] : root.members) {
-    if (name == "__metadata__") {
-      parse_metadata(value, file, what);
-    } else {
-      entries.push_back(parse_entry(name, value, data_bytes, what));
-    }
-  }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  for (size_t i = 1; i < entries.size(); ++i) {
-    const Entry& prev = entries[i - 1];
-    const Entry& cur = entries[i];
-    if (cur.begin < prev.end) {
-      fail_io(concat(what, ": tensors ", json::quote(prev.name), " [", prev.begin, ", ", prev.end,
-                     ") and ", json::quote(cur.name), " [", cur.begin, ", ", cur.end, ") overlap"));
-    }
-  }
-  for (Entry& e : entries) {
-    Tensor t;
-    t.dtype = e.dtype;
-    t.shape = std::move(e.shape);
-    t.data.assign(bytes.begin() + data_begin + e.begin, bytes.begin() + data_begin + e.end);
-    file.tensors.emplace(e.name, std::move(t));
-  }
-  return file;
-}
-
-File read_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail_io(concat(path, ": no such file"));
-  if (std::filesystem::is_directory(path, ec)) fail_io(concat(path, ": is a directory"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_io(concat(path, ": cannot open the file for reading"));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad()) fail_io(concat(path, ": read error"));
-  return parse(bytes, path);
-}
-
 std::vector<uint8_t> serialize(const File& file) {
   std::string header = "{";
   if (!file.metadata.empty()) {
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [key, value] : file.metadata) {
+      require_utf8(key, "metadata key");
+      require_utf8(value, "metadata value");
       if (!first) header += ',';
       first = false;
       header += json::quote(key) + ":" + json::quote(value);
@@ -308,6 +144,7 @@ std::vector<uint8_t> serialize(const File& file) {
   }
   size_t offset = 0;
   for (const auto& [name, t] : file.tensors) {
+    require_utf8(name, "tensor name");
     if (header.size() > 1) header += ',';
     header += json::quote(name) + ":{\"dtype\":\"" + dtype_name(t.dtype) + "\",\"shape\":[";
     for (size_t i = 0; i < t.shape.size(); ++i) {

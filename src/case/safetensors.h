@@ -52,16 +52,31 @@ class File {
   const std::string* find_meta(const std::string& key) const;
 };
 
+// Bounds checked before anything is allocated for what a file claims. The
+// header bound is the reference implementation's; the file bound keeps a
+// mistaken path (a disk image, a dataset) from being read into memory.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+constexpr uint64_t kMaxFileBytes = uint64_t{16} << 30;
+constexpr size_t kMaxRank = 16;
+
 // Parses a whole file image. Throws step5::Error(io_error) on: a truncated
-// header, bad JSON, a header that is not an object of tensor entries, an
-// unknown dtype, a negative or overflowing shape, data_offsets out of range,
-// overlapping or not matching the shape's byte size, non-string metadata.
+// header, a header over kMaxHeaderBytes, bad JSON (including duplicate keys
+// and invalid UTF-8), a header that is not an object of tensor entries, an
+// unknown dtype or field, a shape of more than kMaxRank dimensions or one
+// whose byte size overflows, data_offsets out of range, overlapping or not
+// matching the shape's byte size, data bytes that no tensor covers (a gap or
+// trailing bytes, as the reference implementation rejects), non-string
+// metadata. Memory: the tensors' bytes plus O(1) per tensor and metadata key.
+File parse(const uint8_t* data, size_t size, const std::string& what);
 File parse(const std::vector<uint8_t>& bytes, const std::string& what);
+// Reads a regular file of at most kMaxFileBytes (checked with fstat before
+// reading; a device, pipe or directory is refused without reading it).
 File read_file(const std::string& path);
 
 // Deterministic image: tensors sorted by name, laid out back to back in that
 // order (as every safetensors reader expects), the header padded with spaces
-// so the data starts 8-byte aligned.
+// so the data starts 8-byte aligned. Throws invalid_argument for a tensor
+// name or metadata string that is not valid UTF-8.
 std::vector<uint8_t> serialize(const File& file);
 void write_file(const std::string& path, const File& file);
 

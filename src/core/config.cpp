@@ -40,8 +40,13 @@ bool finite_positive(float x) {
 void validate_config(const LayerConfig& c) {
   require(c.kind == LayerKind::csa || c.kind == LayerKind::swa, kBad,
           "config.kind: expected csa or swa, got ", static_cast<int>(c.kind));
-  require(c.num_heads >= 1, kBad, "config.num_heads: expected >= 1, got ", c.num_heads);
-  require(c.num_kv_heads >= 1, kBad, "config.num_kv_heads: expected >= 1, got ", c.num_kv_heads);
+  // Upper bounds (docs/contract.md, "Sizes"): 8x the largest head counts of
+  // published models, and they keep every product of sizes (H*D, a block's
+  // bytes, n*H*D) far from integer overflow.
+  require(c.num_heads >= 1 && c.num_heads <= kMaxHeads, kBad, "config.num_heads: expected 1..",
+          kMaxHeads, ", got ", c.num_heads);
+  require(c.num_kv_heads >= 1 && c.num_kv_heads <= kMaxHeads, kBad,
+          "config.num_kv_heads: expected 1..", kMaxHeads, ", got ", c.num_kv_heads);
   require(c.num_heads % c.num_kv_heads == 0, kBad,
           "config.num_heads: expected a multiple of num_kv_heads (", c.num_kv_heads, "), got ",
           c.num_heads);
@@ -68,6 +73,12 @@ void validate_config(const LayerConfig& c) {
     require(c.topk >= 1 && c.topk <= 4096, kBad, "config.topk: expected 1..4096, got ", c.topk);
     require(c.summary_dtype == DType::fp8_e4m3 || c.summary_dtype == DType::bf16, kBad,
             "config.summary_dtype: expected fp8_e4m3 or bf16, got ", dtype_name(c.summary_dtype));
+    // A summary row is Di elements in whole 16-byte units (the region stride
+    // every backend requires), so fp8 summaries need Di % 16 == 0.
+    require(c.summary_dtype != DType::fp8_e4m3 || c.index_dim % 16 == 0, kBad,
+            "config.index_dim: expected a multiple of 16 with fp8_e4m3 summaries (a summary row "
+            "fills whole 16-byte units), got ",
+            c.index_dim);
   } else {
     require(c.window >= 1, kBad, "config.window: expected >= 1, got ", c.window);
   }

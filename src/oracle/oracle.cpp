@@ -184,9 +184,13 @@ RowResult csa_row(const LayerConfig& c, const History& history, const QueryRow& 
     }
     std::vector<int32_t> order(closed);
     std::iota(order.begin(), order.end(), 0);
-    // Stable: among equal scores the lower region stays first (SPEC 4).
+    // Stable: among equal scores the lower region stays first (SPEC 4). A
+    // NaN score (from NaN inputs) ranks below every number, so the order
+    // stays a strict weak order.
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return scores[static_cast<size_t>(a)] > scores[static_cast<size_t>(b)];
+      const double sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+      if (std::isnan(sa) || std::isnan(sb)) return !std::isnan(sa) && std::isnan(sb);
+      return sa > sb;
     });
     order.resize(std::min(closed, static_cast<size_t>(c.topk)));
     std::sort(order.begin(), order.end());

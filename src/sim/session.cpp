@@ -2,6 +2,7 @@
 // allocation, and the oracle histories of every request.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -45,6 +46,17 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
+double session_memory_bytes(const LayerConfig& config, const SessionOptions& options) {
+  const double blocks_per_request =
+      std::ceil(static_cast<double>(options.max_context) / config.block_size);
+  const double num_blocks = options.max_requests * blocks_per_request + kSpareBlocks;
+  double bytes = num_blocks * static_cast<double>(cache_bytes_per_block(config));
+  if (config.kind == LayerKind::csa) {
+    bytes += static_cast<double>(ring_entry_bytes(config)) * options.max_requests;
+  }
+  return bytes;
+}
+
 struct LayerSession::State {
   Backend& backend;
   LayerConfig config;
@@ -69,7 +81,11 @@ struct LayerSession::State {
             ErrorCode::invalid_argument,
             "sim step: expected query_start_loc [Rs+1] and seq_lens [Rs] for Rs=", rs,
             " requests, got ", query_start_loc.size(), " and ", seq_lens.size());
-    std::vector<char> seen(static_cast<size_t>(options.max_requests), 0);
+    // Distinct ids, found in O(Rs log Rs): a step costs nothing per request
+    // it does not touch.
+    std::vector<int32_t> sorted = requests;
+    std::sort(sorted.begin(), sorted.end());
+    const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
     StepHost host;
     host.query_start_loc = query_start_loc;
     host.seq_lens = seq_lens;
@@ -78,10 +94,9 @@ struct LayerSession::State {
     const int32_t B = config.block_size;
     for (int32_t r = 0; r < rs; ++r) {
       const int32_t id = requests[static_cast<size_t>(r)];
-      require(id >= 0 && id < options.max_requests && !seen[static_cast<size_t>(id)],
+      require(id >= 0 && id < options.max_requests && (twice == sorted.end() || *twice != id),
               ErrorCode::invalid_argument, "sim step: request[", r,
               "] expected a distinct id in 0..", options.max_requests - 1, ", got ", id);
-      seen[static_cast<size_t>(id)] = 1;
       const int32_t begin = query_start_loc[static_cast<size_t>(r)];
       const int32_t end = query_start_loc[static_cast<size_t>(r) + 1];
       const int32_t len = seq_lens[static_cast<size_t>(r)];
@@ -256,24 +271,28 @@ StepOutput LayerSession::run(const StepInput& in) {
   const int64_t rows = n + s.options.padding_rows;
   StepBuffers step = s.step_buffers(in.request, in.query_start_loc, in.seq_lens, rows);
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-  const auto un = static_cast<size_t>(n);
-  InputTensor query(s.device, "query", in.query, un * static_cast<size_t>(H * D), {n, H, D});
-  InputTensor key(s.device, "key", in.key, un * static_cast<size_t>(G * D), {n, G, D});
-  InputTensor value(s.device, "value", in.value, un * static_cast<size_t>(G * D), {n, G, D});
-  InputTensor gate(s.device, "gate", in.gate, un * static_cast<size_t>(H), {n, H}, true);
-
   const int I = c.index_heads, Di = c.index_dim;
-  InputTensor iq(s.device, "index_query", in.index_query, un * static_cast<size_t>(G * I * Di),
-                 {n, G, I, Di}, !csa);
-  InputTensor iw(s.device, "index_weight", in.index_weight, un * static_cast<size_t>(G * I),
-                 {n, G, I}, !csa);
-  InputTensor ik(s.device, "index_key", in.index_key, un * static_cast<size_t>(Di), {n, Di}, !csa);
+  // Element counts in size_t: validate_config bounds every factor, and no
+  // product is formed in int.
+  const auto un = static_cast<size_t>(n);
+  const auto uh = static_cast<size_t>(H), ug = static_cast<size_t>(G);
+  const auto ud = static_cast<size_t>(D), udi = static_cast<size_t>(Di);
+  const size_t hd = uh * ud;
+  InputTensor query(s.device, "query", in.query, un * hd, {n, H, D});
+  InputTensor key(s.device, "key", in.key, un * ug * ud, {n, G, D});
+  InputTensor value(s.device, "value", in.value, un * ug * ud, {n, G, D});
+  InputTensor gate(s.device, "gate", in.gate, un * uh, {n, H}, true);
+
+  const size_t gi = ug * static_cast<size_t>(I);
+  InputTensor iq(s.device, "index_query", in.index_query, un * gi * udi, {n, G, I, Di}, !csa);
+  InputTensor iw(s.device, "index_weight", in.index_weight, un * gi, {n, G, I}, !csa);
+  InputTensor ik(s.device, "index_key", in.index_key, un * udi, {n, Di}, !csa);
   InputTensor iz(s.device, "index_z", in.index_z, un, {n}, !csa);
 
-  const size_t out_elems = static_cast<size_t>(rows) * static_cast<size_t>(H * D);
+  const size_t out_elems = static_cast<size_t>(rows) * hd;
   DeviceBuffer output(s.device, out_elems * 2);
   output.fill(kOutputPoison);
-  const size_t sel_elems = csa ? un * static_cast<size_t>(G * c.topk) : 0;
+  const size_t sel_elems = csa ? un * ug * static_cast<size_t>(c.topk) : 0;
   DeviceBuffer selected(s.device, sel_elems * 4);
   selected.fill(kSelectedPoison);
   LayerOutputs outs;
@@ -312,10 +331,9 @@ StepOutput LayerSession::run(const StepInput& in) {
   result.kind = plan.kind;
   result.padding_rows = s.options.padding_rows;
   std::vector<uint16_t> all = output.to_vector<uint16_t>(out_elems);
-  result.padding_zero =
-      std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * static_cast<size_t>(H * D)),
-                  all.end(), [](uint16_t b) { return b == 0; });
-  all.resize(un * static_cast<size_t>(H * D));
+  result.padding_zero = std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * hd), all.end(),
+                                    [](uint16_t b) { return b == 0; });
+  all.resize(un * hd);
   result.output = std::move(all);
   s.update_histories(in.request, in.query_start_loc, in.seq_lens, in.key.data(), in.value.data(),
                      csa ? in.index_key.data() : nullptr, csa ? in.index_z.data() : nullptr);

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "case/json.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
 #include "step5attn/bench_workload.h"
@@ -164,9 +165,10 @@ bool run_attention_checks(Backend& cpu, Backend& gpu, std::ostream& out, std::st
     out << "  check " << (ok ? "ok  " : "FAIL") << "  " << spec.name << "  rows " << h.num_tokens
         << "  rel_l2 " << rel << "  max_abs " << max_abs << "\n";
     std::ostringstream js;
-    js << (json.empty() ? "" : ",\n    ") << "{\"name\": \"" << spec.name
-       << "\", \"rows\": " << h.num_tokens << ", \"rel_l2\": " << rel
-       << ", \"max_abs\": " << max_abs << ", \"ok\": " << (ok ? "true" : "false") << "}";
+    js << (json.empty() ? "" : ",\n    ") << "{\"name\": " << json::quote(spec.name)
+       << ", \"rows\": " << h.num_tokens << ", \"rel_l2\": " << json::number(rel)
+       << ", \"max_abs\": " << json::number(max_abs) << ", \"ok\": " << (ok ? "true" : "false")
+       << "}";
     json += js.str();
   }
   return all_ok;

@@ -1,5 +1,7 @@
 #include "step5attn/bench_result.h"
 
+#include "case/json.h"
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -8,26 +10,13 @@ namespace step5::tool::bench {
 
 namespace {
 
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
+// Strings escaped, non-finite numbers written as null (JSON has no NaN).
+std::string quoted(const std::string& s) {
+  return json::quote(s);
 }
 
-std::string quoted(const std::string& s) {
-  return "\"" + escaped(s) + "\"";
+std::string num(double x) {
+  return json::number(x);
 }
 
 }  // namespace
@@ -56,7 +45,7 @@ void write_json(const std::string& path, const std::string& gpu_name, const std:
                 const std::string& checks, const std::vector<Result>& results, int skipped) {
   std::ofstream f(path);
   f << "{\n  \"date\": " << quoted(date) << ",\n  \"gpu\": " << quoted(gpu_name) << ",\n"
-    << "  \"ceilings\": {\"bytes_per_s\": " << kPeakBytes << ", \"flops\": " << kPeakFlops
+    << "  \"ceilings\": {\"bytes_per_s\": " << num(kPeakBytes) << ", \"flops\": " << num(kPeakFlops)
     << "},\n  \"checks\": [\n    " << checks << "\n  ],\n  \"skipped_shapes\": " << skipped
     << ",\n  \"results\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
@@ -66,16 +55,16 @@ void write_json(const std::string& path, const std::string& gpu_name, const std:
       << ", \"kv\": " << quoted(r.kv) << ", \"phase\": " << quoted(r.phase)
       << ", \"context\": " << r.context << ", \"batch\": " << r.batch
       << ", \"query_len\": " << r.query_len << ", \"regime\": " << quoted(r.regime)
-      << ", \"rows\": " << r.rows << ", \"ms\": " << r.ms << ", \"bytes\": " << r.bytes
-      << ", \"flops\": " << r.flops << ", \"tb_per_s\": " << r.bytes / s / 1e12
-      << ", \"tflop_per_s\": " << r.flops / s / 1e12
-      << ", \"frac_bw\": " << r.bytes / s / kPeakBytes
-      << ", \"frac_flops\": " << r.flops / s / kPeakFlops << ", \"jaccard\": " << r.jaccard
-      << ", \"floor_bytes\": " << r.floor_bytes
-      << ", \"floor_ms\": " << r.floor_bytes / kPeakBytes * 1e3
-      << ", \"floor_over_time\": " << r.floor_bytes / s / kPeakBytes
-      << ", \"host_us_per_forward\": " << r.host_us << "}" << (i + 1 < results.size() ? "," : "")
-      << "\n";
+      << ", \"rows\": " << r.rows << ", \"ms\": " << num(r.ms) << ", \"bytes\": " << num(r.bytes)
+      << ", \"flops\": " << num(r.flops) << ", \"tb_per_s\": " << num(r.bytes / s / 1e12)
+      << ", \"tflop_per_s\": " << num(r.flops / s / 1e12)
+      << ", \"frac_bw\": " << num(r.bytes / s / kPeakBytes)
+      << ", \"frac_flops\": " << num(r.flops / s / kPeakFlops)
+      << ", \"jaccard\": " << num(r.jaccard) << ", \"floor_bytes\": " << num(r.floor_bytes)
+      << ", \"floor_ms\": " << num(r.floor_bytes / kPeakBytes * 1e3)
+      << ", \"floor_over_time\": " << num(r.floor_bytes / s / kPeakBytes)
+      << ", \"host_us_per_forward\": " << num(r.host_us) << "}"
+      << (i + 1 < results.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
 }

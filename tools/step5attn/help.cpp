@@ -26,7 +26,7 @@ constexpr CommandHelp kHelp[] = {
      "  --steps N               decode/verify steps after the prompts, 0..10000 (default 6)\n"
      "  --write-case FILE       also save the first run (CSA, MTP) as a step5-case/1 file\n"
      "  -h, --help              this help\n"},
-    {"replay", "CASE [--device cpu|cuda|auto] [--out FILE] [--check]",
+    {"replay", "CASE [--device cpu|cuda|auto] [--out FILE] [--check] [--max-memory MIB]",
      "replay a step5-case/1 file, optionally checking each step against the oracle",
      "Runs the steps of a SPEC 10 replay case on one backend and prints a row per step.\n"
      "\n"
@@ -34,8 +34,11 @@ constexpr CommandHelp kHelp[] = {
      "  CASE                    a step5-case/1 safetensors file\n"
      "options:\n"
      "  --device cpu|cuda|auto  backend (default cpu; auto: cuda when it can run here)\n"
-     "  --out FILE              write each step's outputs (SPEC 10 output tensors) to FILE\n"
+     "  --out FILE              write each step's outputs (SPEC 10 output tensors) to FILE;\n"
+     "                          its directory must exist and FILE must not be CASE\n"
      "  --check                 compare every step with the oracle; exit 1 on a mismatch\n"
+     "  --max-memory MIB        memory the replay may use (default 1024 MiB + 16 x the\n"
+     "                          case's tensor bytes); a case that needs more is refused\n"
      "  -h, --help              this help\n"},
     {"check", "[--quick | --tiny]",
      "check every cuda operation and layer forward against the cpu reference",

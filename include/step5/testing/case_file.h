@@ -71,11 +71,31 @@ struct ReplayOptions {
   sim::Tolerance tolerance;
   // Called after each step with its output and, when checking, its result.
   std::function<void(size_t step, const sim::StepOutput&, const sim::CheckResult*)> on_step;
+  // Memory bound, checked before anything is allocated: a case whose
+  // replay_memory_bytes exceed max_memory_bytes or, when that is 0,
+  // memory_base_bytes + memory_per_case_byte * case_bytes, is refused with
+  // invalid_argument, so a small or malformed case cannot make the replay
+  // allocate much more than its own size.
+  int64_t max_memory_bytes = 0;
+  int64_t memory_base_bytes = int64_t{1} << 30;
+  int64_t memory_per_case_byte = 16;
 };
+
+// The bytes of a case's tensors (what its file holds, less the header).
+double case_bytes(const Case& c);
+// An upper estimate of what replay_case allocates for `c`: the session's
+// cache and rings, every step's retained outputs (output, selected,
+// summaries), the largest step's transient buffers and scores workspace,
+// and with `check` the oracle's fp32 histories.
+double replay_memory_bytes(const Case& c, bool check);
+// The limit `options` sets for `c` (see ReplayOptions).
+double replay_memory_limit(const Case& c, const ReplayOptions& options);
 
 // Replays `c` on `backend`: one sim::LayerSession sized for the case (request
 // r uses ring index r), each request's history written through write_kv and
-// update_summaries, then every step in order on that one cache.
+// update_summaries, then every step in order on that one cache. Throws
+// invalid_argument (before allocating) when the case needs more memory than
+// `options` allow.
 CaseOutputs replay_case(Backend& backend, const Case& c, const ReplayOptions& options = {});
 
 }  // namespace step5

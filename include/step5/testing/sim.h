@@ -54,6 +54,11 @@ struct SessionOptions {
   int64_t padding_rows = 0;    // extra output rows per step (graph padding)
 };
 
+// Bytes a LayerSession with these options allocates for its cache and
+// rings, computed without allocating (a double: options a caller has not
+// checked may describe more than 2^63 bytes).
+double session_memory_bytes(const LayerConfig& config, const SessionOptions& options);
+
 class LayerSession {
  public:
   LayerSession(Backend& backend, const LayerConfig& config, const SessionOptions& options);

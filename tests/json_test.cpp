@@ -1,0 +1,78 @@
+// The JSON reader's strictness and the JSON the project writes: strings
+// escaped (quotes, backslashes, control characters, invalid UTF-8) and
+// numbers that are not finite written as null, in the safetensors writer
+// and in the bench's --json report.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "case/json.h"
+#include "step5/error.h"
+#include "step5attn/bench_result.h"
+
+namespace step5 {
+namespace {
+
+// Reads `text` as one JSON value; the error message, or "" when valid.
+std::string json_error(const std::string& text) {
+  try {
+    json::Reader r(text.data(), text.size(), "t");
+    r.skip_value();
+    r.finish();
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+TEST(Json, ReaderIsStrict) {
+  EXPECT_EQ(json_error(R"({"a":[1,-0.5e+3,"x\u00e9\ud83d\ude00",true,null,{}]})"), "");
+  EXPECT_NE(json_error("[1,]").find("offset 3: expected a value"), std::string::npos);
+  EXPECT_NE(json_error("{\"a\":1,}").find("expected a string key"), std::string::npos);
+  EXPECT_NE(json_error("{\"a\":1,\"a\":2}").find("offset 7: duplicate key \"a\""),
+            std::string::npos);
+  EXPECT_NE(json_error("[01]").find("leading zero"), std::string::npos);
+  EXPECT_NE(json_error("[+1]").find("expected a value"), std::string::npos);
+  EXPECT_NE(json_error("\"\\ud800\"").find("unpaired high surrogate"), std::string::npos);
+  EXPECT_NE(json_error("\"\xc0\xaf\"").find("invalid UTF-8"), std::string::npos);
+  EXPECT_NE(json_error("\"a\x01\"").find("control character"), std::string::npos);
+  EXPECT_NE(json_error(std::string(100, '[') + std::string(100, ']')).find("nesting deeper"),
+            std::string::npos);
+  EXPECT_NE(json_error("1 2").find("unexpected data after the top-level value"), std::string::npos);
+}
+
+TEST(Json, WriterEscapesStringsAndNonFiniteNumbers) {
+  EXPECT_EQ(json::quote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\u000a\\u0001\"");
+  EXPECT_EQ(json::quote("\xc3\xa9"), "\"\xc3\xa9\"");  // valid UTF-8 kept
+  EXPECT_EQ(json::quote("x\xff"), "\"x\\u00ff\"");     // invalid byte escaped
+  EXPECT_EQ(json::number(0.25), "0.25");
+  EXPECT_EQ(json::number(std::nan("")), "null");
+  EXPECT_EQ(json::number(-INFINITY), "null");
+  for (double x : {0.1, 1.0 / 3.0, 4.27e12, -1e-300}) {
+    EXPECT_EQ(std::strtod(json::number(x).c_str(), nullptr), x) << json::number(x);
+  }
+}
+
+TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
+  tool::bench::Result r;
+  r.op = "attention \"quoted\"";
+  r.layer = "csa\nswa";
+  r.kv = "bf16\\";
+  r.phase = "decode";
+  r.regime = "independent";
+  r.ms = std::nan("");  // a shape that could not be timed
+  r.bytes = 1e9;
+  const std::string path = ::testing::TempDir() + "step5_bench.json";
+  tool::bench::write_json(path, "NVIDIA \"H200\"\t", "2026-01-01", "", {r}, 0);
+  std::ifstream in(path);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(json_error(text), "") << text;
+  EXPECT_NE(text.find("\"ms\": null"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"gpu\": \"NVIDIA \\\"H200\\\"\\u0009\""), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace step5
