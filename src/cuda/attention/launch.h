@@ -96,6 +96,8 @@ struct PagedAttentionParams {
   // (CUDA-graph padding rows n..num_output_rows-1); empty range = none.
   int64_t pad_row_begin = 0;
   int64_t pad_row_end = 0;
+  // Rows of padding requests (rows.h) come out as zeros; false leaves them.
+  bool zero_padding_rows = true;
 };
 
 // Computes params.num_rows rows of attention into params.output (and zeroes
@@ -110,6 +112,14 @@ void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t str
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);
 size_t paged_attention_counters_bytes(const LayerConfig& config, int64_t rows, int splits);
+// The most scratch and counter bytes of any row count in 1..max_rows (for
+// the static workspace bound).
+struct PagedAttentionBytes {
+  size_t scratch = 0;
+  size_t counters = 0;
+};
+PagedAttentionBytes paged_attention_max_bytes(const LayerConfig& config, int64_t max_rows,
+                                              int sm_count);
 
 // Zeroes output rows [row_begin, row_end) of a bf16 [*, H, D] tensor (strides
 // in elements); for callers that have no attention launch to fold it into.

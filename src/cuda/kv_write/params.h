@@ -28,6 +28,10 @@ struct KvWriteParams {
   int32_t block_size = 0;                 // B
   float k_scale = 1.0f;                   // fp8: stored = e4m3(k / k_scale)
   float v_scale = 1.0f;
+  int64_t num_slots = 0;  // num_blocks * B: rows with a slot past the cache are skipped
+                          // (device slots the host never saw, e.g. write_kv without a plan)
+  const int32_t* live_rows = nullptr;  // device i32: rows >= *live_rows are skipped (uniform
+                                       // steps: query_start_loc[R], padding requests); null = all
 };
 
 void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t stream);
