@@ -53,8 +53,8 @@ void run_session(Backend& cpu, Backend& cuda, const std::string& name, const Lay
                  const sim::SessionOptions& behaviour, Tally& tally) {
   sim::ScenarioOptions o;
   o.requests = 3;
-  o.min_prompt = 200;
-  o.max_prompt = 700;
+  o.min_prompt = 150;
+  o.max_prompt = 450;
   sim::Scenario sc(c, o);
   sim::SessionOptions opt = behaviour;
   opt.max_requests = o.requests;
@@ -87,7 +87,7 @@ constexpr ForwardFlags kAllFlags = ForwardFlags::skip_kv_write | ForwardFlags::s
 
 void upper_bounds_csa(Backend& cpu, Backend& cuda, Tally& tally) {
   const DType bf = DType::bf16, f8 = DType::fp8_e4m3;
-  run_session(cpu, cuda, "api: upper-bound seq_lens csa mtp=3", csa(8, 8, 192, 64, 64, f8, bf, 3),
+  run_session(cpu, cuda, "api: upper-bound seq_lens csa mtp=3", csa(8, 8, 192, 64, 16, f8, bf, 3),
               behaviour(3, 0, ForwardFlags::none), tally);
 }
 
@@ -99,13 +99,13 @@ void upper_bounds_swa(Backend& cpu, Backend& cuda, Tally& tally) {
 
 void padding_requests_csa(Backend& cpu, Backend& cuda, Tally& tally) {
   run_session(cpu, cuda, "api: padding requests csa mtp=3",
-              csa(8, 8, 192, 64, 64, DType::bf16, DType::fp8_e4m3, 3),
+              csa(8, 8, 192, 64, 16, DType::bf16, DType::fp8_e4m3, 3),
               behaviour(0, 2, ForwardFlags::none), tally);
 }
 
 void flags_csa(Backend& cpu, Backend& cuda, Tally& tally) {
   const DType bf = DType::bf16, f8 = DType::fp8_e4m3;
-  const LayerConfig c = csa(8, 8, 192, 64, 64, bf, f8, 3);
+  const LayerConfig c = csa(8, 8, 192, 64, 16, bf, f8, 3);
   run_session(cpu, cuda, "api: skip_kv_write csa", c, behaviour(0, 0, ForwardFlags::skip_kv_write),
               tally);
   run_session(cpu, cuda, "api: skip_summary_update csa", c,
@@ -280,9 +280,9 @@ std::vector<ApiCase> api_cases() {
       {"api: bounds + padding requests + all flags (tiny)", 0, everything_tiny},
       {"api: upper-bound seq_lens csa", 1, upper_bounds_csa},
       {"api: upper-bound seq_lens swa", 2, upper_bounds_swa},
-      {"api: padding requests csa", 1, padding_requests_csa},
+      {"api: padding requests csa", 2, padding_requests_csa},
       {"api: cuda graph decode with padding requests", 1, run_graph_padding_cases},
-      {"api: forward flags csa", 1, flags_csa},
+      {"api: forward flags csa", 2, flags_csa},
       {"api: forward flags swa", 2, flags_swa},
       {"api: write_kv from slot_mapping", 0, write_kv_slots},
       {"api: two layers in one BLNHC cache", 1, blnhc_two_layers},
