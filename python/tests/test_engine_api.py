@@ -9,7 +9,8 @@ import pytest
 
 import step5_attention as s5
 from engine import (SCHEDULE, POISON_BF16, Engine, compare, csa_config, device_inputs,
-                    make_wrapper, random_inputs, swa_config)
+                    make_wrapper, random_inputs, storage_ulp, swa_config)
+from step5_attention import testing
 
 PADDING_ROWS = 2
 
@@ -180,3 +181,36 @@ def test_interleaved_blocks_layout(kit, backend):
             engine.commit(layer, meta, inputs)
             reference, _, _ = engine.oracle(layer, meta, inputs)
             compare(out[:n], reference)
+
+
+def test_ring_entry_moves_with_its_request(kit, backend):
+    """A request moved to another persistent-batch slot (vLLM condenses its
+    batch) keeps its open region when the engine copies the ring entry's
+    bytes along; without the copy the region's summary comes out wrong."""
+    c = csa_config(spec_tokens=0)
+    exact = kit.backend_kind == "cpu"
+    for copy in (True, False):
+        engine = Engine(kit, [c], max_requests=4, blocks_per_request=6, seed=8)
+        wrapper = make_wrapper(kit, backend, [c])
+        rng = np.random.default_rng(8)
+        state = engine.layers[0]
+        for step, schedule in enumerate([[(0, 0, 21)], [(0, 21, 4)]]):
+            meta = engine.step(schedule)
+            if step == 1:  # request 0 now lives in slot 3
+                if copy:
+                    ring = kit.numpy(state.ring)
+                    ring[3] = ring[0]
+                    state.ring = kit.array(ring)
+                meta.ring_index[:] = 3
+            engine.plan(wrapper, meta, num_output_rows=meta.num_tokens + PADDING_ROWS)
+            inputs = random_inputs(c, meta.num_tokens, rng)
+            run_layer(kit, wrapper, engine, 0, meta, device_inputs(kit, inputs), meta.num_tokens)
+            engine.commit(0, meta, inputs)
+        h = state.histories[0]
+        want = testing.oracle_summaries(c, h.index_key, h.index_z)
+        got = engine.summaries(0, 0)
+        ulp = 0 if exact else storage_ulp(want, c.summary_dtype)
+        matches = bool((np.abs(got - want) <= ulp).all())
+        # Region 2 (positions 16..23) closed in the second step from rows
+        # 16..20 of the ring: right only when the entry moved along.
+        assert matches == copy, f"copy={copy}: summaries match the oracle: {matches}"
