@@ -29,6 +29,30 @@ struct BackendOptions {
   int device_id = 0;    // cuda: the GPU to use
 };
 
+// What a forward leaves to the caller (the seed's fusions and its split of
+// the cache write from attention). Bits; combine with |.
+enum class ForwardFlags : uint32_t {
+  none = 0,
+  // The engine wrote this step's K/V at slot_mapping before the forward (its
+  // own op, or write_kv): the forward writes no K/V; key and value may be
+  // absent (the seed's forward_includes_kv_cache_update = False).
+  skip_kv_write = 1u << 0,
+  // CSA: update_summaries already ran for this step (summaries and rings):
+  // the forward neither summarizes nor writes rings; index_key and index_z
+  // may be absent (the seed's dsa_summary_updated).
+  skip_summary_update = 1u << 1,
+  // Output rows past the step's rows (n.. and the rows of padding requests)
+  // are left as they are, for the caller to clear or ignore (the seed's
+  // defer_inactive_clear).
+  skip_padding_zero = 1u << 2,
+};
+constexpr ForwardFlags operator|(ForwardFlags a, ForwardFlags b) {
+  return static_cast<ForwardFlags>(static_cast<uint32_t>(a) | static_cast<uint32_t>(b));
+}
+constexpr bool has_flag(ForwardFlags flags, ForwardFlags bit) {
+  return (static_cast<uint32_t>(flags) & static_cast<uint32_t>(bit)) != 0;
+}
+
 // Inputs of one CSA layer for one step. Every view has at least n rows; the
 // innermost dimension must be contiguous, outer strides are free.
 struct CsaInputs {
@@ -40,13 +64,15 @@ struct CsaInputs {
   TensorView index_key;     // bf16 [n, Di]
   TensorView index_z;       // f32  [n]
   TensorView gate;          // bf16 [n, H]; optional (absent = no gate)
+  ForwardFlags flags = ForwardFlags::none;
 };
 
 struct SwaInputs {
-  TensorView query;  // bf16 [n, H, D]
-  TensorView key;    // bf16 [n, G, D]
-  TensorView value;  // bf16 [n, G, D]
-  TensorView gate;   // bf16 [n, H]; optional
+  TensorView query;                         // bf16 [n, H, D]
+  TensorView key;                           // bf16 [n, G, D]
+  TensorView value;                         // bf16 [n, G, D]
+  TensorView gate;                          // bf16 [n, H]; optional
+  ForwardFlags flags = ForwardFlags::none;  // skip_summary_update does not apply
 };
 
 struct LayerOutputs {
@@ -68,12 +94,26 @@ class Backend {
   // into the workspace (one async copy on the cuda backend).
   virtual void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) = 0;
 
+  // Workspace bytes that serve every step within `limits` (StepLimits), so
+  // an engine can allocate once before its first plan or graph capture.
+  // Host arithmetic only; `options` as the plans will use them.
+  virtual size_t workspace_bytes(const std::vector<LayerConfig>& layers, const StepLimits& limits,
+                                 const PlanOptions& options = {}) const = 0;
+
   // --- single operations (each is also a stage of forward) ---------------
 
   // Stores this step's key and value rows at slot_mapping (bf16, or fp8 e4m3
   // of x / scale).
   virtual void write_kv(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                         TensorView key, TensorView value, const KVCacheView& kv, Stream stream) = 0;
+  // The same without a step or plan, for an engine that writes the cache in
+  // its own op before attention: row t of key/value goes to slot_mapping[t]
+  // (i64 [n] on the backend's device; n = slot_mapping.shape[0]); rows with
+  // a negative slot are padding and skipped (vLLM marks them -1). The cpu
+  // backend raises out_of_range for a slot >= num_blocks * B; the cuda
+  // backend cannot see device slots without a sync and skips such rows.
+  virtual void write_kv(const LayerConfig& config, TensorView slot_mapping, TensorView key,
+                        TensorView value, const KVCacheView& kv, Stream stream) = 0;
 
   // Writes this step's index rows into the requests' rings and summarizes
   // every region whose eighth row this step writes (prefill chunks, decode,
@@ -112,7 +152,9 @@ class Backend {
   // --- whole layers ------------------------------------------------------
 
   // KV write, summary update, scores, selection, attention and gate; zeroes
-  // output rows past n. Uses only `workspace`; no allocation, no host sync.
+  // output rows past n (and the rows of padding requests). inputs.flags
+  // leave parts to the caller. Uses only `workspace`; no allocation, no
+  // host sync.
   virtual void forward_csa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                            const CsaInputs& inputs, const LayerCache& cache,
                            const LayerOutputs& out, Workspace workspace, Stream stream) = 0;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "step5/config.h"
 #include "step5/tensor.h"
@@ -78,5 +79,17 @@ size_t ring_entry_bytes(const LayerConfig& config);
 LayerCache packed_layer_cache(const LayerConfig& config, void* blocks, int64_t num_blocks,
                               int64_t block_stride, void* ring, int64_t num_ring_entries,
                               Device device);
+
+// The seed's BLNHC layout: the layer dimension inside the block. One block
+// of `block_stride` bytes holds every layer's packed block (above) for the
+// same tokens, layer i at byte `layer_offset[i]` (multiples of 16), so all
+// layers share one block table and one allocator. Layer i's cache is
+//   packed_layer_cache(layers[i], base + layer_offset[i], num_blocks,
+//                      block_stride, ring_i, entries, device).
+struct InterleavedBlocks {
+  int64_t block_stride = 0;  // bytes of one block, all layers
+  std::vector<int64_t> layer_offset;
+};
+InterleavedBlocks interleaved_blocks(const std::vector<LayerConfig>& layers);
 
 }  // namespace step5

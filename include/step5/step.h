@@ -34,18 +34,28 @@ struct StepDesc {
   // seq_lens are required one way or the other; the block table and slot
   // mapping are checked against each other when visible on the host.
   const int32_t* host_query_start_loc = nullptr;  // [R+1]
-  const int32_t* host_seq_lens = nullptr;         // [R]
+  const int32_t* host_seq_lens = nullptr;         // [R]; upper bounds when
+                                                  // seq_lens_upper_bound
   const int32_t* host_block_table = nullptr;      // [R, block_table.stride[0]]
   const int64_t* host_slot_mapping = nullptr;     // [n]
   const int32_t* host_ring_index = nullptr;       // [R]
+
+  // Asynchronous scheduling (speculative decoding): the host knows only an
+  // upper bound of each request's length, the exact one is on the device
+  // when the forward runs. With this set the planner reads host_seq_lens as
+  // bounds and sizes everything for them, and the forwards read `seq_lens`
+  // itself: query_len[r] <= seq_lens[r] <= host_seq_lens[r] (contract.md,
+  // "Lengths known only on the device"). query_start_loc stays exact.
+  bool seq_lens_upper_bound = false;
 
   int64_t output_rows() const { return num_output_rows > 0 ? num_output_rows : num_tokens; }
 };
 
 enum class StepKind : uint8_t {
   empty,    // no query rows: forward only zeroes the padding rows
-  uniform,  // every request has the same query length <= spec_tokens + 1
-            // (decode, MTP verify): kernels derive all row data on device
+  uniform,  // every request with rows has the same query length <= spec_tokens
+            // + 1 (decode, MTP verify), requests without rows come only after
+            // them (CUDA-graph padding): kernels derive all row data on device
   mixed,    // anything else (prefill chunks mixed with decode and verify)
 };
 
@@ -139,11 +149,18 @@ struct WorkspaceLayout {
 
 struct StepPlan {
   StepKind kind = StepKind::empty;
+  // The planner read upper bounds of seq_lens (StepDesc::seq_lens_upper_bound):
+  // seq_len, row_position and max_* below are bounds, forwards take the
+  // exact lengths from the device.
+  bool seq_lens_upper_bound = false;
   int64_t num_tokens = 0;
   int64_t num_output_rows = 0;
   int32_t num_requests = 0;
   int32_t query_len = 0;    // uniform steps: query tokens per request
   int32_t max_seq_len = 0;  // longest request after the step
+  // Longest sequence the plan serves: max_seq_len, or PlanOptions::max_context
+  // when larger (the lengths a replayed uniform step may grow to).
+  int32_t context_capacity = 0;
   int32_t max_closed = 0;   // most closed regions of any row
   int32_t max_closing = 0;  // most regions one request closes in this step
   int32_t max_blocks = 0;   // block_table.shape[1]
@@ -191,6 +208,18 @@ struct StepPlan {
 struct Workspace {
   void* data = nullptr;
   size_t bytes = 0;
+};
+
+// Limits of every step an engine will run, for sizing one workspace before
+// the first step (and before capturing CUDA graphs):
+// Backend::workspace_bytes(layers, limits) is at least plan.workspace_bytes()
+// of every plan of those layers whose step has n <= max_tokens, R <=
+// max_requests, every seq_len (or its upper bound) <= max_context, and
+// PlanOptions::max_context <= max_context (same max_score_bytes).
+struct StepLimits {
+  int64_t max_tokens = 0;    // query rows n of one step (padding rows excluded)
+  int32_t max_requests = 0;  // R, padding requests included
+  int64_t max_context = 0;   // longest sequence, tokens
 };
 
 }  // namespace step5

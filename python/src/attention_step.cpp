@@ -93,6 +93,7 @@ void AttentionStep::plan(StepArrays arrays, const StepOptions& options,
   }
   desc.num_tokens = qsl[desc.num_requests];
   desc.num_output_rows = options.num_output_rows;
+  desc.seq_lens_upper_bound = options.seq_lens_upper_bound;
 
   PlanOptions plan_options;
   plan_options.max_context = options.max_context;
@@ -145,24 +146,25 @@ RowRange AttentionStep::row_range(const Rows& rows) const {
   return RowRange{rows->first, rows->second};
 }
 
-void AttentionStep::forward_csa(const LayerConfig& config, const InArray& query, const InArray& key,
-                                const InArray& value, const InArray& index_query,
-                                const InArray& index_weight, const InArray& index_key,
-                                const InArray& index_z, const OutArray& kv_cache,
-                                const OutArray& ring, const OutArray& out,
-                                const std::optional<InArray>& gate,
-                                const std::optional<OutArray>& selected, uintptr_t stream) {
+void AttentionStep::forward_csa(
+    const LayerConfig& config, const InArray& query, const std::optional<InArray>& key,
+    const std::optional<InArray>& value, const InArray& index_query, const InArray& index_weight,
+    const std::optional<InArray>& index_key, const std::optional<InArray>& index_z,
+    const OutArray& kv_cache, const std::optional<OutArray>& ring, const OutArray& out,
+    const std::optional<InArray>& gate, const std::optional<OutArray>& selected, uint32_t flags,
+    uintptr_t stream) {
   const StepPlan& plan = step_plan();
   const Placement& at = where();
   CsaInputs in;
   in.query = input_view(query, "query", DType::bf16, at);
-  in.key = input_view(key, "key", DType::bf16, at);
-  in.value = input_view(value, "value", DType::bf16, at);
+  in.key = optional_input(key, "key", DType::bf16, at);
+  in.value = optional_input(value, "value", DType::bf16, at);
   in.index_query = input_view(index_query, "index_query", DType::bf16, at);
   in.index_weight = input_view(index_weight, "index_weight", DType::f32, at);
-  in.index_key = input_view(index_key, "index_key", DType::bf16, at);
-  in.index_z = input_view(index_z, "index_z", DType::f32, at);
+  in.index_key = optional_input(index_key, "index_key", DType::bf16, at);
+  in.index_z = optional_input(index_z, "index_z", DType::f32, at);
   in.gate = optional_input(gate, "gate", DType::bf16, at);
+  in.flags = static_cast<ForwardFlags>(flags);
   const LayerCache cache = layer_cache(config, kv_cache, ring, at);
   LayerOutputs outs;
   outs.output = output_view(out, "out", DType::bf16, at);
@@ -172,16 +174,19 @@ void AttentionStep::forward_csa(const LayerConfig& config, const InArray& query,
                                  to_stream(stream));
 }
 
-void AttentionStep::forward_swa(const LayerConfig& config, const InArray& query, const InArray& key,
-                                const InArray& value, const OutArray& kv_cache, const OutArray& out,
-                                const std::optional<InArray>& gate, uintptr_t stream) {
+void AttentionStep::forward_swa(const LayerConfig& config, const InArray& query,
+                                const std::optional<InArray>& key,
+                                const std::optional<InArray>& value, const OutArray& kv_cache,
+                                const OutArray& out, const std::optional<InArray>& gate,
+                                uint32_t flags, uintptr_t stream) {
   const StepPlan& plan = step_plan();
   const Placement& at = where();
   SwaInputs in;
   in.query = input_view(query, "query", DType::bf16, at);
-  in.key = input_view(key, "key", DType::bf16, at);
-  in.value = input_view(value, "value", DType::bf16, at);
+  in.key = optional_input(key, "key", DType::bf16, at);
+  in.value = optional_input(value, "value", DType::bf16, at);
   in.gate = optional_input(gate, "gate", DType::bf16, at);
+  in.flags = static_cast<ForwardFlags>(flags);
   const LayerCache cache = layer_cache(config, kv_cache, std::nullopt, at);
   LayerOutputs outs;
   outs.output = output_view(out, "out", DType::bf16, at);

@@ -35,6 +35,7 @@ struct StepOptions {
   int64_t num_output_rows = 0;
   int64_t max_context = 0;
   std::optional<size_t> max_score_bytes;
+  bool seq_lens_upper_bound = false;  // seq_lens_cpu holds upper bounds
 };
 
 class AttentionStep {
@@ -44,14 +45,20 @@ class AttentionStep {
   void plan(StepArrays arrays, const StepOptions& options, std::optional<OutArray> workspace,
             uintptr_t stream);
 
-  void forward_csa(const LayerConfig& config, const InArray& query, const InArray& key,
-                   const InArray& value, const InArray& index_query, const InArray& index_weight,
-                   const InArray& index_key, const InArray& index_z, const OutArray& kv_cache,
-                   const OutArray& ring, const OutArray& out, const std::optional<InArray>& gate,
-                   const std::optional<OutArray>& selected, uintptr_t stream);
-  void forward_swa(const LayerConfig& config, const InArray& query, const InArray& key,
-                   const InArray& value, const OutArray& kv_cache, const OutArray& out,
-                   const std::optional<InArray>& gate, uintptr_t stream);
+  // key/value may be None with ForwardFlags::skip_kv_write, index_key /
+  // index_z with skip_summary_update (the library then says so if needed);
+  // a CSA ring may be None with skip_summary_update.
+  void forward_csa(const LayerConfig& config, const InArray& query,
+                   const std::optional<InArray>& key, const std::optional<InArray>& value,
+                   const InArray& index_query, const InArray& index_weight,
+                   const std::optional<InArray>& index_key, const std::optional<InArray>& index_z,
+                   const OutArray& kv_cache, const std::optional<OutArray>& ring,
+                   const OutArray& out, const std::optional<InArray>& gate,
+                   const std::optional<OutArray>& selected, uint32_t flags, uintptr_t stream);
+  void forward_swa(const LayerConfig& config, const InArray& query,
+                   const std::optional<InArray>& key, const std::optional<InArray>& value,
+                   const OutArray& kv_cache, const OutArray& out,
+                   const std::optional<InArray>& gate, uint32_t flags, uintptr_t stream);
 
   void write_kv(const LayerConfig& config, const InArray& key, const InArray& value,
                 const OutArray& kv_cache, uintptr_t stream);

@@ -1,11 +1,16 @@
 // LayerConfig and the cache sizes, with enums as the strings the library
 // prints ("csa", "swa", "bf16", "fp8_e4m3").
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings.h"
 #include "errors.h"
+#include "step5/attention.h"
 #include "step5/cache.h"
 #include "step5/config.h"
 
@@ -107,6 +112,21 @@ void bind_config(nb::module_& m) {
   m.def("ring_row_bytes", &ring_row_bytes, "config"_a, "Bytes of one CSA ring row.");
   m.def("ring_entry_bytes", &ring_entry_bytes, "config"_a,
         "Bytes of one request's CSA ring entry (ring_capacity rows).");
+  m.def(
+      "interleaved_blocks",
+      [](const std::vector<LayerConfig>& layers) {
+        const InterleavedBlocks b = interleaved_blocks(layers);
+        return std::make_pair(b.block_stride, b.layer_offset);
+      },
+      "layers"_a,
+      "The seed's BLNHC layout, the layer dimension inside the block: (block_stride, "
+      "layer_offsets). Layer i's cache is bytes [offset_i, offset_i + cache_bytes_per_block) "
+      "of every block_stride-byte block, e.g. storage[:, offset_i:] of a [num_blocks, "
+      "block_stride] uint8 array.");
+  // ForwardFlags bits (step5_attention.AttentionWrapper takes them as keywords).
+  m.attr("FORWARD_SKIP_KV_WRITE") = static_cast<uint32_t>(ForwardFlags::skip_kv_write);
+  m.attr("FORWARD_SKIP_SUMMARY_UPDATE") = static_cast<uint32_t>(ForwardFlags::skip_summary_update);
+  m.attr("FORWARD_SKIP_PADDING_ZERO") = static_cast<uint32_t>(ForwardFlags::skip_padding_zero);
 }
 
 }  // namespace step5::python

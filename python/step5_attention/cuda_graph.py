@@ -12,6 +12,13 @@ whole step can be captured once and replayed. The rules:
 3. Capture the forwards, then per step copy the new values into the static
    tensors and replay. Do not plan again while the graph is in use: the
    plan's sizes and pointers are baked into it.
+4. A replay may carry fewer live requests than captured, padded as vLLM
+   pads: the live requests first with the captured query length each, then
+   requests with no rows (query_start_loc repeating its last value, seq_lens
+   0, slot_mapping -1 for their rows). Their output rows come out zero and
+   nothing is written for them (docs/contract.md, "CUDA-graph padding").
+   Backend.workspace_bytes(layers, max_tokens=, max_requests=, max_context=)
+   sizes one workspace for every captured batch size.
 """
 
 from __future__ import annotations

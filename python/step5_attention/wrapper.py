@@ -26,6 +26,13 @@ def _current_stream(array: Array) -> int:
     return 0
 
 
+def _flags(skip_kv_write: bool, skip_summary_update: bool, skip_padding_zero: bool) -> int:
+    """step5::ForwardFlags bits of a forward's keywords."""
+    return ((_ext.FORWARD_SKIP_KV_WRITE if skip_kv_write else 0)
+            | (_ext.FORWARD_SKIP_SUMMARY_UPDATE if skip_summary_update else 0)
+            | (_ext.FORWARD_SKIP_PADDING_ZERO if skip_padding_zero else 0))
+
+
 def cuda_unavailable_reason() -> Optional[str]:
     """None when the cuda backend can run here, else what is missing."""
     try:
@@ -69,7 +76,7 @@ class AttentionWrapper:
              block_table_cpu: Optional[Array] = None, slot_mapping_cpu: Optional[Array] = None,
              ring_index_cpu: Optional[Array] = None, num_output_rows: int = 0,
              max_context: int = 0, max_score_bytes: Optional[int] = None,
-             stream: Optional[int] = None) -> None:
+             seq_lens_upper_bound: bool = False, stream: Optional[int] = None) -> None:
         """Plans the step on the host; no device synchronization.
 
         query_start_loc i32 [R+1], seq_lens i32 [R] (lengths after this step),
@@ -82,13 +89,26 @@ class AttentionWrapper:
         block ids and ring entries. num_output_rows: rows of `out` (CUDA-graph
         padding, zeroed); 0 = n. max_context: plan for contexts up to this
         many tokens (one plan for every replay of a captured decode step).
+
+        Requests with no rows after the last request with rows (vLLM's
+        CUDA-graph padding: query_start_loc repeating n, seq_lens 0, any
+        ring_index) keep a decode/verify step uniform; their rows produce
+        zeros and write nothing.
+
+        seq_lens_upper_bound: the host copy (seq_lens_cpu, or on the cpu
+        backend seq_lens itself when no copy is given) holds upper bounds of
+        the lengths (asynchronous scheduling with speculative decoding); the
+        forwards read the exact lengths from `seq_lens` when they run, with
+        query_len <= seq_lens[r] <= seq_lens_cpu[r]. query_start_loc stays
+        exact.
         """
         self._step.plan(query_start_loc, seq_lens, block_table, slot_mapping, ring_index,
                         query_start_loc_cpu=query_start_loc_cpu, seq_lens_cpu=seq_lens_cpu,
                         block_table_cpu=block_table_cpu, slot_mapping_cpu=slot_mapping_cpu,
                         ring_index_cpu=ring_index_cpu, num_output_rows=num_output_rows,
                         max_context=max_context, max_score_bytes=max_score_bytes,
-                        workspace=self.workspace, stream=self._stream(stream, query_start_loc))
+                        seq_lens_upper_bound=seq_lens_upper_bound, workspace=self.workspace,
+                        stream=self._stream(stream, query_start_loc))
 
     @property
     def planned(self) -> bool:
@@ -133,10 +153,13 @@ class AttentionWrapper:
 
     # ---- once per layer --------------------------------------------------
 
-    def forward_csa(self, layer: _ext.LayerConfig, query: Array, key: Array, value: Array,
-                    index_query: Array, index_weight: Array, index_key: Array, index_z: Array,
-                    *, kv_cache: Array, ring: Array, out: Array, gate: Optional[Array] = None,
-                    selected: Optional[Array] = None, stream: Optional[int] = None) -> Array:
+    def forward_csa(self, layer: _ext.LayerConfig, query: Array, key: Optional[Array],
+                    value: Optional[Array], index_query: Array, index_weight: Array,
+                    index_key: Optional[Array], index_z: Optional[Array], *, kv_cache: Array,
+                    ring: Optional[Array], out: Array, gate: Optional[Array] = None,
+                    selected: Optional[Array] = None, skip_kv_write: bool = False,
+                    skip_summary_update: bool = False, skip_padding_zero: bool = False,
+                    stream: Optional[int] = None) -> Array:
         """A whole CSA layer: KV write, summaries, scores, top-k, attention, gate.
 
         query bf16 [n, H, D], key/value bf16 [n, G, D], index_query bf16
@@ -147,17 +170,29 @@ class AttentionWrapper:
         multi-layer cache works); ring [entries, >= ring_entry_bytes] bytes.
         out bf16 [num_output_rows, H, D]; selected i32 [n, G, K] or None.
         Returns out.
+
+        What the engine does itself (the seed's fusions and split):
+        skip_kv_write: it wrote K/V before (e.g. Backend.write_kv from its
+        slot_mapping); key and value may be None. skip_summary_update: it ran
+        update_summaries for this step; index_key, index_z and ring may be
+        None. skip_padding_zero: rows past n (and rows of padding requests)
+        are left as they are.
         """
+        flags = _flags(skip_kv_write, skip_summary_update, skip_padding_zero)
         self._step.forward_csa(layer, query, key, value, index_query, index_weight, index_key,
-                               index_z, kv_cache, ring, out, gate, selected,
+                               index_z, kv_cache, ring, out, gate, selected, flags,
                                self._stream(stream, out))
         return out
 
-    def forward_swa(self, layer: _ext.LayerConfig, query: Array, key: Array, value: Array, *,
-                    kv_cache: Array, out: Array, gate: Optional[Array] = None,
-                    stream: Optional[int] = None) -> Array:
-        """A whole SWA layer: KV write, window attention, gate. Returns out."""
-        self._step.forward_swa(layer, query, key, value, kv_cache, out, gate,
+    def forward_swa(self, layer: _ext.LayerConfig, query: Array, key: Optional[Array],
+                    value: Optional[Array], *, kv_cache: Array, out: Array,
+                    gate: Optional[Array] = None, skip_kv_write: bool = False,
+                    skip_padding_zero: bool = False, stream: Optional[int] = None) -> Array:
+        """A whole SWA layer: KV write, window attention, gate. Returns out.
+
+        skip_kv_write and skip_padding_zero as for forward_csa."""
+        flags = _flags(skip_kv_write, False, skip_padding_zero)
+        self._step.forward_swa(layer, query, key, value, kv_cache, out, gate, flags,
                                self._stream(stream, out))
         return out
 

@@ -158,4 +158,16 @@ LayerCache packed_layer_cache(const LayerConfig& c, void* blocks, int64_t num_bl
   return cache;
 }
 
+InterleavedBlocks interleaved_blocks(const std::vector<LayerConfig>& layers) {
+  require(!layers.empty(), kBad, "interleaved_blocks: layers expected at least one, got none");
+  InterleavedBlocks out;
+  for (const LayerConfig& c : layers) {
+    validate_config(c);
+    out.layer_offset.push_back(out.block_stride);
+    // cache_bytes_per_block is a multiple of 16, so every offset is too.
+    out.block_stride += static_cast<int64_t>(cache_bytes_per_block(c));
+  }
+  return out;
+}
+
 }  // namespace step5

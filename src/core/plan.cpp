@@ -85,7 +85,27 @@ void check_block_table_view(const TensorView& v, int32_t R) {
           v.stride[0]);
 }
 
-// Per-request lengths and per-row request / position.
+// Uniform: every request with rows has the same query length q <= k + 1,
+// and requests without rows (CUDA-graph padding) come only after them, so
+// row t belongs to request t / q.
+int32_t uniform_query_len(const StepPlan& plan, int spec_tokens) {
+  int32_t q = 0;
+  bool padding = false;
+  for (int32_t r = 0; r < plan.num_requests; ++r) {
+    const auto i = static_cast<size_t>(r);
+    const int32_t len = plan.query_start[i + 1] - plan.query_start[i];
+    if (len == 0) {
+      padding = true;
+      continue;
+    }
+    if (padding || (q != 0 && len != q)) return 0;
+    q = len;
+  }
+  return q <= spec_tokens + 1 ? q : 0;
+}
+
+// Per-request lengths and per-row request / position. With
+// seq_lens_upper_bound the lengths, positions and maxima are bounds.
 void read_rows(const StepDesc& step, int spec_tokens, int block_size, StepPlan& plan) {
   const int32_t R = plan.num_requests;
   const int64_t n = plan.num_tokens;
@@ -104,28 +124,31 @@ void read_rows(const StepDesc& step, int spec_tokens, int block_size, StepPlan& 
           plan.query_start[0]);
   require(plan.query_start[static_cast<size_t>(R)] == n, kBad, "step.query_start_loc[R=", R,
           "]: expected num_tokens (", n, "), got ", plan.query_start[static_cast<size_t>(R)]);
-  bool uniform = R > 0;
-  const int32_t first_len = R > 0 ? plan.query_start[1] - plan.query_start[0] : 0;
   const int64_t capacity = int64_t{plan.max_blocks} * block_size;
+  const char* what = plan.seq_lens_upper_bound ? "step.seq_lens (upper bound)" : "step.seq_lens";
   for (int32_t r = 0; r < R; ++r) {
     const auto i = static_cast<size_t>(r);
     const int64_t q = int64_t{plan.query_start[i + 1]} - plan.query_start[i];
     const int32_t len = plan.seq_len[i];
     require(q >= 0, kBad, "step.query_start_loc: expected non-decreasing, got [", r,
             "]=", plan.query_start[i], " > [", r + 1, "]=", plan.query_start[i + 1]);
-    require(len >= q, kBad, "step.seq_lens[", r, "]: expected >= the request's query length (", q,
+    require(len >= q, kBad, what, "[", r, "]: expected >= the request's query length (", q,
             "), got ", len);
-    require(len <= capacity, ErrorCode::out_of_range, "step.seq_lens[", r,
+    require(len <= capacity, ErrorCode::out_of_range, what, "[", r,
             "]: the sequence is longer than its block table: expected <= max_blocks (",
             plan.max_blocks, ") * block_size (", block_size, ") = ", capacity, ", got ", len);
     plan.max_seq_len = std::max(plan.max_seq_len, len);
+    // Region j closes when 8j+7 is among the request's new positions. For
+    // an exact length that is a count; for a bound, ceil(q/8) holds for
+    // every length the device may have.
     const int32_t start = len - static_cast<int32_t>(q);
-    plan.max_closing = std::max(plan.max_closing, len / kRegionSize - start / kRegionSize);
-    uniform = uniform && q == first_len;
+    const int32_t closing = plan.seq_lens_upper_bound
+                                ? static_cast<int32_t>((q + kRegionSize - 1) / kRegionSize)
+                                : len / kRegionSize - start / kRegionSize;
+    plan.max_closing = std::max(plan.max_closing, closing);
   }
-  uniform = uniform && first_len >= 1 && first_len <= spec_tokens + 1;
-  plan.kind = n == 0 ? StepKind::empty : uniform ? StepKind::uniform : StepKind::mixed;
-  plan.query_len = uniform ? first_len : 0;
+  plan.query_len = n > 0 ? uniform_query_len(plan, spec_tokens) : 0;
+  plan.kind = n == 0 ? StepKind::empty : plan.query_len > 0 ? StepKind::uniform : StepKind::mixed;
 
   plan.row_request.resize(static_cast<size_t>(n));
   plan.row_position.resize(static_cast<size_t>(n));
@@ -172,7 +195,8 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
               "]: slot expected >= 0, got ", slots[t]);
       if (slots[t] > plan.max_slot.value) plan.max_slot = {slots[t], t, -1};
     }
-    if (table != nullptr) {
+    // With upper bounds the host does not know the positions the slots are for.
+    if (table != nullptr && !plan.seq_lens_upper_bound) {
       const int64_t stride = step.block_table.stride[0];
       for (int64_t t = 0; t < n; ++t) {
         const int32_t r = plan.row_request[static_cast<size_t>(t)];
@@ -187,11 +211,16 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
   }
   const int32_t* rings = detail::host_ring_index(step);
   if (any_csa && rings != nullptr && R > 0) {
-    std::vector<int32_t> sorted(rings, rings + R);
+    // A request without rows in this step reads and writes no ring, so its
+    // entry is not checked (padding requests may carry any value).
+    std::vector<int32_t> sorted;
     for (int32_t r = 0; r < R; ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (plan.query_start[i + 1] == plan.query_start[i]) continue;
       require(rings[r] >= 0, ErrorCode::out_of_range, "step.ring_index[", r,
               "]: expected >= 0, got ", rings[r]);
       if (rings[r] > plan.max_ring_index.value) plan.max_ring_index = {rings[r], r, -1};
+      sorted.push_back(rings[r]);
     }
     // A ring entry is one request's state: two requests of one step sharing
     // an entry would read each other's open-region rows.
@@ -244,49 +273,23 @@ void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& opti
   }
 }
 
+// Region sizes of this plan; the layout itself is shared with the static
+// bound (workspace.cpp), which is what makes the bound hold.
 void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
-  int max_groups = 0, max_topk = 0;
-  bool any_csa = false;
-  for (const auto& layer : layers) {
-    max_groups = std::max(max_groups, layer.num_kv_heads);
-    if (layer.kind == LayerKind::csa) {
-      any_csa = true;
-      max_topk = std::max(max_topk, layer.topk);
-    }
-  }
+  const detail::WorkspaceShape shape = detail::workspace_shape(layers);
   const auto rows = static_cast<size_t>(plan.chunk_rows);
-  const auto groups = static_cast<size_t>(max_groups);
-  WorkspaceLayout& ws = plan.workspace;
-  size_t offset = 0;
-  // The status word sits right before row_max: prepare_step zeroes both
-  // with one memset.
-  ws.row_meta_offset = offset;
-  offset = detail::align_up(offset + 2u * static_cast<size_t>(plan.num_tokens) * 4u,
-                            detail::kWorkspaceAlign);
-  ws.scores_offset = offset;
-  if (any_csa) {
-    offset = detail::align_up(offset + rows * groups * static_cast<size_t>(plan.score_stride) * 4u,
-                              detail::kWorkspaceAlign);
+  detail::WorkspaceSizes sizes;
+  sizes.row_meta = 2u * static_cast<size_t>(plan.num_tokens) * 4u;
+  if (shape.any_csa) {
+    sizes.scores = rows * shape.groups * static_cast<size_t>(plan.score_stride) * 4u;
+    sizes.row_max = rows * shape.groups * 4u;
+    sizes.selected = rows * shape.groups * shape.topk * 4u;
   }
-  ws.status_offset = offset;
-  offset = detail::align_up(offset + sizeof(DeviceStatus), detail::kWorkspaceAlign);
-  ws.row_max_offset = offset;
-  if (any_csa) offset = detail::align_up(offset + rows * groups * 4u, detail::kWorkspaceAlign);
-  ws.selected_offset = offset;
-  if (any_csa) {
-    offset = detail::align_up(offset + rows * groups * static_cast<size_t>(max_topk) * 4u,
-                              detail::kWorkspaceAlign);
-  }
-  ws.counters_offset = offset;
-  ws.counters_bytes = 0;
-  ws.scratch_bytes = 0;
   for (const LayerSchedule& s : plan.schedules) {
-    ws.counters_bytes = std::max(ws.counters_bytes, s.counters_bytes);
-    ws.scratch_bytes = std::max(ws.scratch_bytes, s.scratch_bytes);
+    sizes.counters = std::max(sizes.counters, s.counters_bytes);
+    sizes.scratch = std::max(sizes.scratch, s.scratch_bytes);
   }
-  offset = detail::align_up(offset + ws.counters_bytes, detail::kWorkspaceAlign);
-  ws.scratch_offset = offset;
-  ws.total_bytes = detail::align_up(offset + ws.scratch_bytes, detail::kWorkspaceAlign);
+  plan.workspace = detail::lay_out(sizes);
 }
 
 }  // namespace
@@ -349,7 +352,9 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   plan.layers = layers;
   plan.sm_count = sm_count;
   plan.max_blocks = R > 0 ? static_cast<int32_t>(step.block_table.shape[1]) : 0;
+  plan.seq_lens_upper_bound = step.seq_lens_upper_bound;
   read_rows(step, spec_tokens, block_size, plan);
+  plan.context_capacity = std::max(plan.max_seq_len, static_cast<int32_t>(options.max_context));
   read_cache_ids(step, any_csa, block_size, plan);
   plan_chunks(layers, options, plan);
   for (const auto& layer : layers) plan.schedules.push_back(scheduler(plan, layer));

@@ -28,4 +28,40 @@ inline size_t align_up(size_t x, size_t a) {
   return (x + a - 1) / a * a;
 }
 
+// Bytes of each workspace region (before alignment). A plan's layout and
+// the static bound both go through lay_out(), whose total only grows when a
+// region grows, so region-wise maxima bound every plan.
+struct WorkspaceSizes {
+  size_t row_meta = 0;  // i32 [2, n]
+  size_t scores = 0;    // f32 [chunk_rows, G, score_stride]
+  size_t row_max = 0;   // u32 [chunk_rows, G]
+  size_t selected = 0;  // i32 [chunk_rows, G, K]
+  size_t counters = 0;  // backend counters
+  size_t scratch = 0;   // backend scratch
+};
+WorkspaceLayout lay_out(const WorkspaceSizes& sizes);
+
+// What the layers of a plan share in the workspace: the widest G and K.
+struct WorkspaceShape {
+  bool any_csa = false;
+  size_t groups = 0;
+  size_t topk = 0;
+};
+WorkspaceShape workspace_shape(const std::vector<LayerConfig>& layers);
+
+// The backend's most scratch and counters for one layer over every plan
+// within `limits` (rows up to limits.max_tokens, contexts up to
+// limits.max_context).
+struct BackendBytes {
+  size_t scratch = 0;
+  size_t counters = 0;
+};
+using BackendBound =
+    std::function<BackendBytes(const LayerConfig&, const StepLimits&, const PlanOptions&)>;
+
+// Backend::workspace_bytes: validates the layers, limits and options, then
+// the largest size of every region under those limits.
+size_t workspace_bound(const std::vector<LayerConfig>& layers, const StepLimits& limits,
+                       const PlanOptions& options, const BackendBound& backend_bytes);
+
 }  // namespace step5::detail

@@ -3,6 +3,7 @@
 // group over them, so each K/V row is dequantized once per group.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cpu/cache_access.h"
 #include "cpu/kernels.h"
@@ -43,7 +44,7 @@ void attend(const StepArgs& a, const AttentionScratch& w, int64_t t, int g, int6
   const LayerConfig& c = a.config;
   const int D = c.head_size;
   const int hpg = c.heads_per_group();
-  const int32_t r = a.plan.row_request[static_cast<size_t>(t)];
+  const int32_t r = a.rows.row_request[t];
   const float scale = c.softmax_scale();
   const size_t value_offset = static_cast<size_t>(D) * dtype_size(kv.dtype);
   auto kv_of = [&](int64_t position) {
@@ -88,11 +89,23 @@ void attend(const StepArgs& a, const AttentionScratch& w, int64_t t, int g, int6
 }
 
 // Most keys any row of `plan` can have in a layer: never more than its
-// position + 1.
+// position + 1 (a replayed uniform step may grow to the context capacity).
 int64_t max_keys(const LayerConfig& c, const StepPlan& plan) {
   const int64_t bound =
       c.kind == LayerKind::csa ? int64_t{kRegionSize} * c.topk + kRegionSize : int64_t{c.window};
-  return std::max<int64_t>(1, std::min<int64_t>(bound, plan.max_seq_len));
+  return std::max<int64_t>(1, std::min<int64_t>(bound, plan.context_capacity));
+}
+
+// Padding rows (requests without rows at run time) come out as zeros, or
+// are left to the caller.
+bool padding_row(const StepArgs& a, int64_t t, int g, const TensorView& output) {
+  if (a.rows.row_request[t] >= 0) return false;
+  if (a.zero_padding_rows) {
+    const int hpg = a.config.heads_per_group();
+    const size_t bytes = static_cast<size_t>(a.config.head_size) * sizeof(uint16_t);
+    for (int i = 0; i < hpg; ++i) std::memset(at<uint16_t>(output, t, g * hpg + i), 0, bytes);
+  }
+  return true;
 }
 
 }  // namespace
@@ -108,7 +121,8 @@ size_t scratch_slab_bytes(const StepPlan& plan) {
   for (const LayerConfig& c : plan.layers) {
     bytes = std::max(bytes, attention_slab_bytes(c, max_keys(c, plan)));
     if (c.kind == LayerKind::csa) {
-      bytes = std::max({bytes, indexer_slab_bytes(c), select_slab_bytes(plan.max_closed)});
+      bytes = std::max({bytes, indexer_slab_bytes(c),
+                        select_slab_bytes(std::max(plan.max_closed, plan.context_capacity / 8))});
     }
   }
   return bytes;
@@ -126,7 +140,8 @@ void sparse_attention(const StepArgs& a, const Scratch& scratch, RowRange rows,
     const int64_t i = item / G;
     const auto g = static_cast<int>(item % G);
     const int64_t t = rows.begin + i;
-    const int32_t p = a.plan.row_position[static_cast<size_t>(t)];
+    if (padding_row(a, t, g, output)) return;
+    const int32_t p = a.rows.row_position[t];
     SlabCursor cursor(scratch.slab(thread));
     const AttentionScratch w = AttentionScratch::carve(cursor, c, keys);
     // Selected regions in the given order, then the current region up to p.
@@ -149,7 +164,8 @@ void window_attention(const StepArgs& a, const Scratch& scratch, const TensorVie
   a.pool.parallel_for(a.plan.num_tokens * G, [&](int64_t item, int thread) {
     const int64_t t = item / G;
     const auto g = static_cast<int>(item % G);
-    const int32_t p = a.plan.row_position[static_cast<size_t>(t)];
+    if (padding_row(a, t, g, output)) return;
+    const int32_t p = a.rows.row_position[t];
     SlabCursor cursor(scratch.slab(thread));
     const AttentionScratch w = AttentionScratch::carve(cursor, c, keys);
     int64_t count = 0;

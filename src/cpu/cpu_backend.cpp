@@ -10,6 +10,7 @@
 #include "core/plan.h"
 #include "core/validate.h"
 #include "cpu/cache_access.h"
+#include "cpu/checks.h"
 #include "cpu/kernels.h"
 
 namespace step5::cpu {
@@ -18,67 +19,6 @@ namespace {
 
 constexpr Device kHost = Device::host;
 using detail::require;
-
-// The kernels read the step's views, so validation must check the views
-// themselves rather than the host_* copies the planner may have been given.
-StepDesc views_only(const StepDesc& step) {
-  StepDesc s = step;
-  s.host_query_start_loc = nullptr;
-  s.host_seq_lens = nullptr;
-  s.host_block_table = nullptr;
-  s.host_slot_mapping = nullptr;
-  s.host_ring_index = nullptr;
-  return s;
-}
-
-void check_step(const LayerConfig& c, const StepDesc& step, const StepPlan& plan, LayerKind kind,
-                const char* op) {
-  detail::validate_step(c, step, plan, kHost);
-  require(c.kind == kind, ErrorCode::invalid_argument, op, ": config.kind expected ",
-          layer_kind_name(kind), ", got ", layer_kind_name(c.kind));
-}
-
-// The plan read every block id, slot and ring entry from the step's views
-// (see plan()), so these are O(1) comparisons with the caches' sizes.
-void check_kv(const LayerConfig& c, const StepPlan& plan, const KVCacheView& kv) {
-  detail::validate_kv_cache(c, kv, kHost);
-  detail::validate_block_ids(c, plan, kv.num_blocks);
-}
-
-void check_summaries(const LayerConfig& c, const StepPlan& plan,
-                     const SummaryCacheView& summaries) {
-  detail::validate_summary_cache(c, summaries, kHost);
-  detail::validate_block_ids(c, plan, summaries.num_blocks);
-}
-
-void check_ring(const LayerConfig& c, const StepPlan& plan, const RingView& ring) {
-  detail::validate_ring(c, ring, kHost);
-  detail::validate_ring_ids(plan, ring.num_entries);
-}
-
-// A caller's selection must name distinct closed regions, or attention
-// would read past the row's history (and past its scratch): entries are -1
-// or strictly ascending in 0..C-1.
-void check_selection_contents(const LayerConfig& c, const StepPlan& plan, RowRange rows,
-                              const TensorView& selected) {
-  for (int64_t i = 0; i < rows.size(); ++i) {
-    const int32_t C =
-        detail::closed_regions(plan.row_position[static_cast<size_t>(rows.begin + i)]);
-    for (int g = 0; g < c.num_kv_heads; ++g) {
-      const int32_t* regions = at<const int32_t>(selected, i, g);
-      int32_t previous = -1;
-      for (int k = 0; k < c.topk; ++k) {
-        const int32_t j = regions[k];
-        if (j == -1) continue;
-        require(j > previous && j < C, ErrorCode::out_of_range, "selected[", i, "][", g, "][", k,
-                "]: expected -1 or a closed region above the previous entry (", previous, ") and ",
-                "below C = ", C, " for position ",
-                plan.row_position[static_cast<size_t>(rows.begin + i)], ", got ", j);
-        previous = j;
-      }
-    }
-  }
-}
 
 // A dense view of `shape` at byte `offset` of the workspace.
 TensorView workspace_view(const Workspace& ws, size_t offset, DType dtype,
@@ -122,6 +62,21 @@ class CpuBackend final : public Backend {
                               });
   }
 
+  size_t workspace_bytes(const std::vector<LayerConfig>& layers, const StepLimits& limits,
+                         const PlanOptions& options) const override {
+    return detail::workspace_bound(
+        layers, limits, options,
+        [this, &layers](const LayerConfig&, const StepLimits& l, const PlanOptions&) {
+          // The slab grows with the longest context and the most closed
+          // regions, both at most what the limits allow.
+          StepPlan widest;
+          widest.layers = layers;
+          widest.context_capacity = static_cast<int32_t>(l.max_context);
+          widest.max_closed = static_cast<int32_t>(l.max_context / kRegionSize);
+          return detail::BackendBytes{scratch_bytes(widest), 0};
+        });
+  }
+
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream) override {
     detail::validate_workspace(plan, workspace);
     auto* meta = reinterpret_cast<int32_t*>(static_cast<std::byte*>(workspace.data) +
@@ -137,7 +92,15 @@ class CpuBackend final : public Backend {
     detail::validate_step(config, s, plan, kHost);
     check_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, key, value, kHost);
-    kernel::write_kv(args(config, s, plan), key, value, kv);
+    OwnedRows rows(config, s, plan);
+    check_live_ids(config, s, plan, rows.rows, kv.num_blocks, 0);
+    kernel::write_kv(args(config, s, plan, rows.rows), key, value, kv);
+  }
+
+  void write_kv(const LayerConfig& config, TensorView slot_mapping, TensorView key,
+                TensorView value, const KVCacheView& kv, Stream) override {
+    check_slot_write(config, slot_mapping, key, value, kv);
+    kernel::write_kv_slots(config, pool_, slot_mapping, key, value, kv);
   }
 
   void update_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
@@ -148,49 +111,56 @@ class CpuBackend final : public Backend {
     check_summaries(config, plan, cache.summaries);
     check_ring(config, plan, cache.ring);
     detail::validate_index_rows(config, plan, index_key, index_z, kHost);
-    kernel::update_summaries(args(config, s, plan), index_key, index_z, cache.summaries,
+    OwnedRows rows(config, s, plan);
+    check_live_ids(config, s, plan, rows.rows, cache.summaries.num_blocks, cache.ring.num_entries);
+    kernel::update_summaries(args(config, s, plan, rows.rows), index_key, index_z, cache.summaries,
                              cache.ring);
   }
 
   void indexer_scores(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                      RowRange rows, TensorView index_query, TensorView index_weight,
+                      RowRange range, TensorView index_query, TensorView index_weight,
                       const SummaryCacheView& summaries, TensorView scores, Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::csa, "indexer_scores");
-    detail::validate_rows(plan, rows);
+    detail::validate_rows(plan, range);
     detail::validate_index_query(config, plan, index_query, index_weight, kHost);
     check_summaries(config, plan, summaries);
-    detail::validate_scores(config, plan, rows, scores, /*optional=*/false, kHost);
+    detail::validate_scores(config, plan, range, scores, /*optional=*/false, kHost);
+    OwnedRows rows(config, s, plan);
+    check_live_ids(config, s, plan, rows.rows, summaries.num_blocks, 0);
     OwnedScratch scratch(*this, plan);
-    kernel::indexer_scores(args(config, s, plan), scratch.view, rows, index_query, index_weight,
-                           summaries, scores, /*only_over_topk=*/false);
+    kernel::indexer_scores(args(config, s, plan, rows.rows), scratch.view, range, index_query,
+                           index_weight, summaries, scores, /*only_over_topk=*/false);
   }
 
   void select_regions(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                      RowRange rows, TensorView scores, TensorView selected, Stream) override {
+                      RowRange range, TensorView scores, TensorView selected, Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::csa, "select_regions");
-    detail::validate_rows(plan, rows);
-    detail::validate_scores(config, plan, rows, scores, /*optional=*/true, kHost);
-    detail::validate_selected(config, rows, selected, kHost);
+    detail::validate_rows(plan, range);
+    detail::validate_scores(config, plan, range, scores, /*optional=*/true, kHost);
+    detail::validate_selected(config, range, selected, kHost);
+    OwnedRows rows(config, s, plan);
     OwnedScratch scratch(*this, plan);
-    kernel::select_regions(args(config, s, plan), scratch.view, rows, scores, selected);
+    kernel::select_regions(args(config, s, plan, rows.rows), scratch.view, range, scores, selected);
   }
 
   void sparse_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
-                        RowRange rows, TensorView query, TensorView selected, TensorView gate,
+                        RowRange range, TensorView query, TensorView selected, TensorView gate,
                         const KVCacheView& kv, TensorView output, Stream) override {
     const StepDesc s = views_only(step);
     check_step(config, s, plan, LayerKind::csa, "sparse_attention");
-    detail::validate_rows(plan, rows);
+    detail::validate_rows(plan, range);
     detail::validate_query(config, plan, query, gate, kHost);
-    detail::validate_selected(config, rows, selected, kHost);
-    check_selection_contents(config, plan, rows, selected);
+    detail::validate_selected(config, range, selected, kHost);
     check_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kHost);
+    OwnedRows rows(config, s, plan);
+    check_selection_contents(config, rows.rows, range, selected);
+    check_live_ids(config, s, plan, rows.rows, kv.num_blocks, 0);
     OwnedScratch scratch(*this, plan);
-    kernel::sparse_attention(args(config, s, plan), scratch.view, rows, query, selected, gate, kv,
-                             output);
+    kernel::sparse_attention(args(config, s, plan, rows.rows), scratch.view, range, query, selected,
+                             gate, kv, output);
   }
 
   void window_attention(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
@@ -201,30 +171,41 @@ class CpuBackend final : public Backend {
     detail::validate_query(config, plan, query, gate, kHost);
     check_kv(config, plan, kv);
     detail::validate_output(config, plan, output, kHost);
+    OwnedRows rows(config, s, plan);
+    check_live_ids(config, s, plan, rows.rows, kv.num_blocks, 0);
     OwnedScratch scratch(*this, plan);
-    kernel::window_attention(args(config, s, plan), scratch.view, query, gate, kv, output);
+    kernel::window_attention(args(config, s, plan, rows.rows), scratch.view, query, gate, kv,
+                             output);
   }
 
   void forward_csa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                    const CsaInputs& in, const LayerCache& cache, const LayerOutputs& out,
                    Workspace workspace, Stream) override {
     const StepDesc s = views_only(step);
+    const bool write_kv = !has_flag(in.flags, ForwardFlags::skip_kv_write);
+    const bool summarize = !has_flag(in.flags, ForwardFlags::skip_summary_update);
     check_step(config, s, plan, LayerKind::csa, "forward_csa");
     check_kv(config, plan, cache.kv);
     check_summaries(config, plan, cache.summaries);
-    check_ring(config, plan, cache.ring);
-    detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
-    detail::validate_index_rows(config, plan, in.index_key, in.index_z, kHost);
+    if (summarize) check_ring(config, plan, cache.ring);
+    if (write_kv) detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
+    if (summarize) detail::validate_index_rows(config, plan, in.index_key, in.index_z, kHost);
     detail::validate_index_query(config, plan, in.index_query, in.index_weight, kHost);
     detail::validate_query(config, plan, in.query, in.gate, kHost);
     detail::validate_output(config, plan, out.output, kHost);
     const RowRange all{0, plan.num_tokens};
     if (out.selected.present()) detail::validate_selected(config, all, out.selected, kHost);
     const Scratch scratch = workspace_scratch(plan, workspace);
+    const StepRows rows = workspace_rows(config, s, plan, workspace);
+    check_live_ids(config, s, plan, rows, cache.kv.num_blocks,
+                   summarize ? cache.ring.num_entries : 0);
 
-    const StepArgs a = args(config, s, plan);
-    kernel::write_kv(a, in.key, in.value, cache.kv);
-    kernel::update_summaries(a, in.index_key, in.index_z, cache.summaries, cache.ring);
+    StepArgs a = args(config, s, plan, rows);
+    a.zero_padding_rows = !has_flag(in.flags, ForwardFlags::skip_padding_zero);
+    if (write_kv) kernel::write_kv(a, in.key, in.value, cache.kv);
+    if (summarize) {
+      kernel::update_summaries(a, in.index_key, in.index_z, cache.summaries, cache.ring);
+    }
     const int64_t G = config.num_kv_heads;
     for (const ScoreChunk& c : plan.chunks) {
       const RowRange chunk = c.rows;
@@ -245,24 +226,32 @@ class CpuBackend final : public Backend {
       kernel::sparse_attention(a, scratch, chunk, in.query, selected, in.gate, cache.kv,
                                out.output);
     }
-    kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+    if (a.zero_padding_rows) {
+      kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+    }
   }
 
   void forward_swa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                    const SwaInputs& in, const KVCacheView& kv, const LayerOutputs& out,
                    Workspace workspace, Stream) override {
     const StepDesc s = views_only(step);
+    const bool write_kv = !has_flag(in.flags, ForwardFlags::skip_kv_write);
     check_step(config, s, plan, LayerKind::swa, "forward_swa");
     check_kv(config, plan, kv);
-    detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
+    if (write_kv) detail::validate_kv_inputs(config, plan, in.key, in.value, kHost);
     detail::validate_query(config, plan, in.query, in.gate, kHost);
     detail::validate_output(config, plan, out.output, kHost);
     const Scratch scratch = workspace_scratch(plan, workspace);
+    const StepRows rows = workspace_rows(config, s, plan, workspace);
+    check_live_ids(config, s, plan, rows, kv.num_blocks, 0);
 
-    const StepArgs a = args(config, s, plan);
-    kernel::write_kv(a, in.key, in.value, kv);
+    StepArgs a = args(config, s, plan, rows);
+    a.zero_padding_rows = !has_flag(in.flags, ForwardFlags::skip_padding_zero);
+    if (write_kv) kernel::write_kv(a, in.key, in.value, kv);
     kernel::window_attention(a, scratch, in.query, in.gate, kv, out.output);
-    kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+    if (a.zero_padding_rows) {
+      kernel::zero_rows(config, out.output, plan.num_tokens, plan.num_output_rows);
+    }
   }
 
  private:
@@ -272,6 +261,15 @@ class CpuBackend final : public Backend {
         : buffer(backend.scratch_bytes(plan)), view{buffer.data(), scratch_slab_bytes(plan)} {}
     std::vector<std::byte> buffer;
     Scratch view;
+  };
+
+  // Rows of a single operation, in a table of its own.
+  struct OwnedRows {
+    OwnedRows(const LayerConfig& config, const StepDesc& step, const StepPlan& plan)
+        : table(rows_from_views(plan) ? 2 * static_cast<size_t>(plan.num_tokens) : 0),
+          rows(step_rows(config, step, plan, table.data())) {}
+    std::vector<int32_t> table;
+    StepRows rows;
   };
 
   size_t scratch_bytes(const StepPlan& plan) const {
@@ -290,8 +288,18 @@ class CpuBackend final : public Backend {
             scratch_slab_bytes(plan)};
   }
 
-  StepArgs args(const LayerConfig& config, const StepDesc& step, const StepPlan& plan) {
-    return {config, step, plan, pool_};
+  // A forward's rows: view-derived ones go to the workspace's row table,
+  // which prepare_step filled with the plan's (they differ only there).
+  static StepRows workspace_rows(const LayerConfig& config, const StepDesc& step,
+                                 const StepPlan& plan, const Workspace& workspace) {
+    auto* table = reinterpret_cast<int32_t*>(static_cast<std::byte*>(workspace.data) +
+                                             plan.workspace.row_meta_offset);
+    return step_rows(config, step, plan, table);
+  }
+
+  StepArgs args(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                const StepRows& rows) {
+    return {config, step, plan, rows, pool_};
   }
 
   ThreadPool pool_;

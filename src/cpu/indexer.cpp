@@ -46,12 +46,12 @@ void indexer_scores(const StepArgs& a, const Scratch& scratch, RowRange rows,
                     bool only_over_topk) {
   if (rows.size() == 0) return;
   const LayerConfig& c = a.config;
-  const StepPlan& plan = a.plan;
+  const StepRows& step_rows = a.rows;
   const int G = c.num_kv_heads;
   const int Di = c.index_dim;
   const int regions_per_block = c.block_size / kRegionSize;
   auto closed = [&](int64_t t) {
-    return int64_t{detail::closed_regions(plan.row_position[static_cast<size_t>(t)])};
+    return int64_t{detail::closed_regions(step_rows.row_position[t])};
   };
   auto wanted = [&](int64_t t) { return !only_over_topk || closed(t) > c.topk; };
 
@@ -65,12 +65,15 @@ void indexer_scores(const StepArgs& a, const Scratch& scratch, RowRange rows,
   });
 
   // Rows of one request are consecutive with rising positions, so the last
-  // row of a request's segment has the most closed regions.
-  const int32_t first_request = plan.row_request[static_cast<size_t>(rows.begin)];
-  const int32_t end_request = plan.row_request[static_cast<size_t>(rows.end - 1)] + 1;
+  // row of a request's segment has the most closed regions. Padding rows
+  // (past live_rows) have none.
+  const int64_t live_end = std::min(rows.end, step_rows.live_rows);
+  if (live_end <= rows.begin) return;
+  const int32_t first_request = step_rows.row_request[rows.begin];
+  const int32_t end_request = step_rows.row_request[live_end - 1] + 1;
   auto segment = [&](int32_t r) {
-    return RowRange{std::max<int64_t>(rows.begin, plan.query_start[static_cast<size_t>(r)]),
-                    std::min<int64_t>(rows.end, plan.query_start[static_cast<size_t>(r) + 1])};
+    return RowRange{std::max<int64_t>(rows.begin, step_rows.query_start[r]),
+                    std::min<int64_t>(live_end, step_rows.query_start[r + 1])};
   };
   int64_t max_tiles = 0;
   for (int32_t r = first_request; r < end_request; ++r) {

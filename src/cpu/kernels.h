@@ -6,17 +6,20 @@
 #include <cstdint>
 
 #include "cpu/parallel.h"
+#include "cpu/step_rows.h"
 #include "step5/attention.h"
 
 namespace step5::cpu {
 
 // A validated step as every kernel reads it: positions and requests of rows
-// come from the plan, block ids, slots and ring indices from the views.
+// from `rows` (step_rows.h), block ids, slots and ring indices from the views.
 struct StepArgs {
   const LayerConfig& config;
   const StepDesc& step;
   const StepPlan& plan;
+  const StepRows& rows;
   ThreadPool& pool;
+  bool zero_padding_rows = true;  // attention zeroes padding rows (else leaves them)
 };
 
 // Per-thread scratch: `threads` slabs of `slab_bytes` each, carved from the
@@ -55,8 +58,12 @@ size_t attention_slab_bytes(const LayerConfig& config, int64_t max_keys);
 
 namespace kernel {
 
+// Rows of padding requests and rows with a negative slot are skipped.
 void write_kv(const StepArgs& a, const TensorView& key, const TensorView& value,
               const KVCacheView& kv);
+// write_kv without a step: row t to slot_mapping[t], negative slots skipped.
+void write_kv_slots(const LayerConfig& config, ThreadPool& pool, const TensorView& slot_mapping,
+                    const TensorView& key, const TensorView& value, const KVCacheView& kv);
 
 // Serial: a step has at most n/8 regions to close, a small cost next to
 // attention, and a fixed order makes reuse of a ring entry deterministic.

@@ -6,20 +6,36 @@
 
 namespace step5::cpu::kernel {
 
-void write_kv(const StepArgs& a, const TensorView& key, const TensorView& value,
-              const KVCacheView& kv) {
-  const LayerConfig& c = a.config;
+namespace {
+
+void write_row(const LayerConfig& c, int64_t t, int64_t slot, const TensorView& key,
+               const TensorView& value, const KVCacheView& kv) {
   const int D = c.head_size;
   const auto value_offset = static_cast<size_t>(D) * dtype_size(c.kv_dtype);
-  a.pool.parallel_for(a.plan.num_tokens, [&](int64_t t, int) {
+  const int64_t block = slot / c.block_size;
+  const int64_t offset = slot % c.block_size;
+  for (int g = 0; g < c.num_kv_heads; ++g) {
+    std::byte* row = kv_row(kv, block, g, offset);
+    store_row(kv.dtype, at<const uint16_t>(key, t, g), c.k_scale, D, row);
+    store_row(kv.dtype, at<const uint16_t>(value, t, g), c.v_scale, D, row + value_offset);
+  }
+}
+
+}  // namespace
+
+void write_kv(const StepArgs& a, const TensorView& key, const TensorView& value,
+              const KVCacheView& kv) {
+  a.pool.parallel_for(a.rows.live_rows, [&](int64_t t, int) {
     const int64_t slot = *at<const int64_t>(a.step.slot_mapping, t);
-    const int64_t block = slot / c.block_size;
-    const int64_t offset = slot % c.block_size;
-    for (int g = 0; g < c.num_kv_heads; ++g) {
-      std::byte* row = kv_row(kv, block, g, offset);
-      store_row(kv.dtype, at<const uint16_t>(key, t, g), c.k_scale, D, row);
-      store_row(kv.dtype, at<const uint16_t>(value, t, g), c.v_scale, D, row + value_offset);
-    }
+    if (slot >= 0) write_row(a.config, t, slot, key, value, kv);
+  });
+}
+
+void write_kv_slots(const LayerConfig& config, ThreadPool& pool, const TensorView& slot_mapping,
+                    const TensorView& key, const TensorView& value, const KVCacheView& kv) {
+  pool.parallel_for(slot_mapping.shape[0], [&](int64_t t, int) {
+    const int64_t slot = *at<const int64_t>(slot_mapping, t);
+    if (slot >= 0) write_row(config, t, slot, key, value, kv);
   });
 }
 

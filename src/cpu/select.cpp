@@ -26,8 +26,7 @@ void select_regions(const StepArgs& a, const Scratch& scratch, RowRange rows,
   a.pool.parallel_for(rows.size() * G, [&](int64_t item, int thread) {
     const int64_t i = item / G;
     const auto g = static_cast<int>(item % G);
-    const int32_t C =
-        detail::closed_regions(a.plan.row_position[static_cast<size_t>(rows.begin + i)]);
+    const int32_t C = detail::closed_regions(a.rows.row_position[rows.begin + i]);
     int32_t* out = at<int32_t>(selected, i, g);
     if (C <= K) {
       for (int32_t k = 0; k < K; ++k) out[k] = k < C ? k : -1;

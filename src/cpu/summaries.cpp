@@ -27,7 +27,7 @@ IndexRow index_row(const StepArgs& a, const TensorView& index_key, const TensorV
                    const RingView& ring, int32_t r, int64_t s, int64_t q) {
   const LayerConfig& c = a.config;
   if (q >= s) {
-    const int64_t t = a.plan.query_start[static_cast<size_t>(r)] + (q - s);
+    const int64_t t = a.rows.query_start[r] + (q - s);
     return {at<const uint16_t>(index_key, t), *at<const float>(index_z, t)};
   }
   const int32_t entry = *at<const int32_t>(a.step.ring_index, r);
@@ -80,13 +80,15 @@ void summarize(const StepArgs& a, const TensorView& index_key, const TensorView&
 void update_summaries(const StepArgs& a, const TensorView& index_key, const TensorView& index_z,
                       const SummaryCacheView& summaries, const RingView& ring) {
   const LayerConfig& c = a.config;
-  const StepPlan& plan = a.plan;
+  const StepRows& rows = a.rows;
+  const int32_t R = a.plan.num_requests;
   // Every summary first: rows before a request's step start are read from
-  // the ring as the previous steps left it.
-  for (int32_t r = 0; r < plan.num_requests; ++r) {
-    const int64_t e = plan.seq_len[static_cast<size_t>(r)];
-    const int64_t s = e - (plan.query_start[static_cast<size_t>(r) + 1] -
-                           plan.query_start[static_cast<size_t>(r)]);
+  // the ring as the previous steps left it. Requests without rows (padding)
+  // close nothing and touch no ring.
+  for (int32_t r = 0; r < R; ++r) {
+    if (rows.query_start[r + 1] == rows.query_start[r]) continue;
+    const int64_t e = rows.seq_len[r];
+    const int64_t s = e - (rows.query_start[r + 1] - rows.query_start[r]);
     // Region j closes here when s <= 8j + 7 < e.
     for (int64_t j = s / kRegionSize; j < e / kRegionSize; ++j) {
       summarize(a, index_key, index_z, summaries, ring, r, s, j);
@@ -97,10 +99,11 @@ void update_summaries(const StepArgs& a, const TensorView& index_key, const Tens
   const int capacity = c.ring_capacity();
   const size_t row_bytes = ring_row_bytes(c);
   const size_t key_bytes = static_cast<size_t>(c.index_dim) * sizeof(uint16_t);
-  for (int32_t r = 0; r < plan.num_requests; ++r) {
-    const int32_t begin = plan.query_start[static_cast<size_t>(r)];
-    const int32_t end = plan.query_start[static_cast<size_t>(r) + 1];
-    const int64_t e = plan.seq_len[static_cast<size_t>(r)];
+  for (int32_t r = 0; r < R; ++r) {
+    const int32_t begin = rows.query_start[r];
+    const int32_t end = rows.query_start[r + 1];
+    if (end == begin) continue;
+    const int64_t e = rows.seq_len[r];
     const int32_t entry = *at<const int32_t>(a.step.ring_index, r);
     for (int32_t t = std::max(begin, end - capacity); t < end; ++t) {
       const int64_t q = e - (end - t);

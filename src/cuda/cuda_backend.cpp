@@ -51,6 +51,19 @@ class CudaBackend final : public Backend {
                               });
   }
 
+  size_t workspace_bytes(const std::vector<LayerConfig>& layers, const StepLimits& limits,
+                         const PlanOptions& options) const override {
+    // A layer's attention runs over at most max_tokens rows (CSA: a scoring
+    // chunk, SWA: the step), and its split scratch depends on rows only.
+    return detail::workspace_bound(
+        layers, limits, options,
+        [this](const LayerConfig& layer, const StepLimits& l, const PlanOptions&) {
+          const PagedAttentionBytes most =
+              paged_attention_max_bytes(layer, std::max<int64_t>(l.max_tokens, 1), info_.sm_count);
+          return detail::BackendBytes{most.scratch, most.counters};
+        });
+  }
+
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream stream) override {
     detail::validate_workspace(plan, workspace);
     activate();
@@ -94,7 +107,22 @@ class CudaBackend final : public Backend {
     validate_kv(config, plan, kv);
     detail::validate_kv_inputs(config, plan, key, value, kDev);
     activate();
-    launch_kv_write(kv_write_params(config, step, key, value, kv, nullptr), config.kv_dtype,
+    launch_kv_write(kv_write_params(config, step, plan, key, value, kv, nullptr), config.kv_dtype,
+                    to_cuda_stream(stream));
+  }
+
+  void write_kv(const LayerConfig& config, TensorView slot_mapping, TensorView key,
+                TensorView value, const KVCacheView& kv, Stream stream) override {
+    validate_config(config);
+    detail::check_tensor(slot_mapping, {"slot_mapping", DType::i64, kDev, {-1}, false, false});
+    const int64_t n = slot_mapping.shape[0];
+    detail::check_tensor(key,
+                         {"key", DType::bf16, kDev, {n, config.num_kv_heads, config.head_size}});
+    detail::check_tensor(value,
+                         {"value", DType::bf16, kDev, {n, config.num_kv_heads, config.head_size}});
+    detail::validate_kv_cache(config, kv, kDev);
+    activate();
+    launch_kv_write(slot_write_params(config, slot_mapping, key, value, kv, nullptr), config.kv_dtype,
                     to_cuda_stream(stream));
   }
 

@@ -39,8 +39,8 @@ uint32_t* counters_of(const StepPlan& plan, Workspace ws) {
 
 // Padding rows n..num_output_rows of an empty step (no attention launch to
 // fold the zeroing into).
-void zero_padding(const LayerConfig& config, const StepPlan& plan, TensorView output,
-                  cudaStream_t stream) {
+void zero_padding_rows(const LayerConfig& config, const StepPlan& plan, TensorView output,
+                       cudaStream_t stream) {
   launch_zero_rows(static_cast<uint16_t*>(output.data), output.stride[0], output.stride[1],
                    config.num_heads, config.head_size, plan.num_tokens, plan.num_output_rows,
                    stream);
@@ -73,20 +73,25 @@ TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan, cons
 void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const StepDesc& step,
                      const StepPlan& plan, const CsaInputs& in, const LayerCache& cache,
                      const LayerOutputs& out, Workspace ws, cudaStream_t stream) {
+  const bool write_kv = !has_flag(in.flags, ForwardFlags::skip_kv_write);
+  const bool summarize = !has_flag(in.flags, ForwardFlags::skip_summary_update);
+  const bool zero_padding = !has_flag(in.flags, ForwardFlags::skip_padding_zero);
   // Validation: O(1) in the step's size (the plan read every id once).
   require_kind(config, LayerKind::csa, "forward_csa");
   const LayerSchedule& schedule = plan.schedule(config);
   detail::validate_step(config, step, plan, kDev);
   validate_kv(config, plan, cache.kv);
-  validate_summary_state(config, plan, cache);
-  detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
-  detail::validate_index_rows(config, plan, in.index_key, in.index_z, kDev);
+  detail::validate_summary_cache(config, cache.summaries, kDev);
+  detail::validate_block_ids(config, plan, cache.summaries.num_blocks);
+  if (summarize) validate_summary_state(config, plan, cache);
+  if (write_kv) detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
+  if (summarize) detail::validate_index_rows(config, plan, in.index_key, in.index_z, kDev);
   detail::validate_index_query(config, plan, in.index_query, in.index_weight, kDev);
   detail::validate_query(config, plan, in.query, in.gate, kDev);
   validate_layer_outputs(config, plan, out, ws);
 
   if (plan.num_tokens == 0) {
-    zero_padding(config, plan, out.output, stream);
+    if (zero_padding) zero_padding_rows(config, plan, out.output, stream);
     return;
   }
   const RowMeta rows = forward_rows(step, plan, ws);
@@ -94,10 +99,15 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
   const bool scored = schedule.indexer != IndexerPath::none;
   uint32_t* const status = status_of(plan, ws);
 
+  // What the caller left out is launched as empty work (0 rows, 0 regions).
+  const KvWriteParams kv =
+      write_kv ? kv_write_params(config, step, plan, in.key, in.value, cache.kv, status)
+               : KvWriteParams{};
   const SummaryParams summaries =
-      summary_params(config, step, plan, in.index_key, in.index_z, cache, status);
-  launch_cache_update(kv_write_params(config, step, in.key, in.value, cache.kv, status), summaries,
-                      config.kv_dtype, config.summary_dtype, device.sm_count, stream);
+      summarize ? summary_params(config, step, plan, in.index_key, in.index_z, cache, status)
+                : SummaryParams{};
+  launch_cache_update(kv, summaries, config.kv_dtype, config.summary_dtype, device.sm_count,
+                      stream);
   for (const ScoreChunk& chunk : plan.chunks) {
     // Scores (and each row's best) only for rows with C > K: selection
     // takes every region of the others without reading scores.
@@ -119,7 +129,7 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     // The ring write rides on the select launch, after the summaries above,
     // which read the old ring.
     launch_select(select_params(config, rows, chunk.rows, scores, chunk.columns, row_max, selected,
-                                &summaries, status),
+                                summarize ? &summaries : nullptr, status),
                   stream);
 
     AttentionTarget target;
@@ -128,7 +138,8 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     target.scratch = scratch_of(plan, ws);
     target.scratch_bytes = plan.workspace.scratch_bytes;
     target.split_arrivals = counters_of(plan, ws);
-    if (chunk.rows.end == plan.num_tokens) {
+    target.zero_padding_rows = zero_padding;
+    if (chunk.rows.end == plan.num_tokens && zero_padding) {
       target.pad_begin = plan.num_tokens;
       target.pad_end = plan.num_output_rows;
     }
@@ -141,28 +152,35 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
 void run_forward_swa(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                      const SwaInputs& in, const KVCacheView& kv, const LayerOutputs& out,
                      Workspace ws, cudaStream_t stream) {
+  const bool write_kv = !has_flag(in.flags, ForwardFlags::skip_kv_write);
+  const bool zero_padding = !has_flag(in.flags, ForwardFlags::skip_padding_zero);
   require_kind(config, LayerKind::swa, "forward_swa");
   const LayerSchedule& schedule = plan.schedule(config);
   detail::validate_step(config, step, plan, kDev);
   validate_kv(config, plan, kv);
-  detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
+  if (write_kv) detail::validate_kv_inputs(config, plan, in.key, in.value, kDev);
   detail::validate_query(config, plan, in.query, in.gate, kDev);
   validate_layer_outputs(config, plan, out, ws);
 
   if (plan.num_tokens == 0) {
-    zero_padding(config, plan, out.output, stream);
+    if (zero_padding) zero_padding_rows(config, plan, out.output, stream);
     return;
   }
   uint32_t* const status = status_of(plan, ws);
-  launch_kv_write(kv_write_params(config, step, in.key, in.value, kv, status), config.kv_dtype,
-                  stream);
+  if (write_kv) {
+    launch_kv_write(kv_write_params(config, step, plan, in.key, in.value, kv, status),
+                    config.kv_dtype, stream);
+  }
   AttentionTarget target;
   target.output = out.output;
   target.scratch = scratch_of(plan, ws);
   target.scratch_bytes = plan.workspace.scratch_bytes;
   target.split_arrivals = counters_of(plan, ws);
-  target.pad_begin = plan.num_tokens;
-  target.pad_end = plan.num_output_rows;
+  target.zero_padding_rows = zero_padding;
+  if (zero_padding) {
+    target.pad_begin = plan.num_tokens;
+    target.pad_end = plan.num_output_rows;
+  }
   launch_paged_attention(
       attention_params(config, schedule, step, forward_rows(step, plan, ws), {0, plan.num_tokens},
                        in.query, in.gate, kv, target, status),

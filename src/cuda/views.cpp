@@ -55,13 +55,26 @@ RowMeta row_meta(const StepDesc& step, const StepPlan& plan, const int32_t* tabl
     m.query_len = plan.query_len;
   } else if (table != nullptr) {
     m.row_request = table;
-    m.row_position = table + plan.num_tokens;
+    // Planned positions are bounds when the plan read upper bounds.
+    m.row_position = plan.seq_lens_upper_bound ? nullptr : table + plan.num_tokens;
   }
   return m;
 }
 
-KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, TensorView key,
-                              TensorView value, const KVCacheView& kv, uint32_t* status) {
+KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                              TensorView key, TensorView value, const KVCacheView& kv,
+                              uint32_t* status) {
+  KvWriteParams p = slot_write_params(config, step.slot_mapping, key, value, kv, status);
+  p.num_tokens = plan.num_tokens;
+  // Uniform steps replayed from a graph may have fewer live rows.
+  if (plan.kind == StepKind::uniform) {
+    p.live_rows = ptr<const int32_t>(step.query_start_loc) + plan.num_requests;
+  }
+  return p;
+}
+
+KvWriteParams slot_write_params(const LayerConfig& config, TensorView slot_mapping, TensorView key,
+                                TensorView value, const KVCacheView& kv, uint32_t* status) {
   require_rows(key, "key");
   require_rows(value, "value");
   require_vectors(kv.data, {kv.block_stride, kv.head_stride, kv.token_stride}, "kv cache");
@@ -72,12 +85,12 @@ KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, T
   p.key_stride_g = key.stride[1];
   p.value_stride_t = value.stride[0];
   p.value_stride_g = value.stride[1];
-  p.slot_mapping = ptr<const int64_t>(step.slot_mapping);
+  p.slot_mapping = ptr<const int64_t>(slot_mapping);
   p.cache = kv.data;
   p.block_stride = kv.block_stride;
   p.head_stride = kv.head_stride;
   p.token_stride = kv.token_stride;
-  p.num_tokens = step.num_tokens;
+  p.num_tokens = slot_mapping.shape[0];
   p.num_heads = config.num_kv_heads;
   p.head_size = config.head_size;
   p.block_size = config.block_size;
@@ -212,6 +225,7 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.pad_row_begin = target.pad_begin;
   p.pad_row_end = target.pad_end;
   p.guard = {kv.num_blocks, block_table_cols(step), status};
+  p.zero_padding_rows = target.zero_padding_rows;
   return p;
 }
 

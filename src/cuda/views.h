@@ -21,8 +21,12 @@ RowMeta row_meta(const StepDesc& step, const StepPlan& plan, const int32_t* tabl
 
 // `status` (DeviceStatus in the workspace, may be null) is where the
 // kernels record faults in device inputs (cuda/common/guard.h).
-KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, TensorView key,
-                              TensorView value, const KVCacheView& kv, uint32_t* status);
+KvWriteParams kv_write_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
+                              TensorView key, TensorView value, const KVCacheView& kv,
+                              uint32_t* status);
+// write_kv without a plan: every row of slot_mapping.
+KvWriteParams slot_write_params(const LayerConfig& config, TensorView slot_mapping, TensorView key,
+                                TensorView value, const KVCacheView& kv, uint32_t* status);
 SummaryParams summary_params(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
                              TensorView index_key, TensorView index_z, const LayerCache& cache,
                              uint32_t* status);
@@ -60,6 +64,7 @@ struct AttentionTarget {
   uint32_t* split_arrivals = nullptr;
   int64_t pad_begin = 0;
   int64_t pad_end = 0;
+  bool zero_padding_rows = true;  // rows of padding requests
 };
 PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
                                       const StepDesc& step, const RowMeta& rows, RowRange range,

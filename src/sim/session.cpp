@@ -113,7 +113,28 @@ struct LayerSession::State {
         host.slot_mapping.push_back(int64_t{row[p / B]} * B + p % B);
       }
     }
+    // Padding requests as vLLM appends them: no rows, length 0, and entries
+    // nothing may read (ring 0, possibly a live request's; blocks 0).
+    for (int32_t i = 0; i < options.padding_requests && rs > 0; ++i) {
+      host.query_start_loc.push_back(host.query_start_loc.back());
+      host.seq_lens.push_back(0);
+      host.ring_index.push_back(0);
+      host.block_table.insert(host.block_table.end(), static_cast<size_t>(blocks_per_request), 0);
+    }
     return StepBuffers(device, std::move(host), output_rows);
+  }
+
+  // Upper bounds of the step's lengths for the planner (seq_lens_slack).
+  void bound_lengths(StepBuffers& step, std::vector<int32_t>& bounds) const {
+    if (options.seq_lens_slack <= 0) return;
+    const int64_t capacity = int64_t{blocks_per_request} * config.block_size;
+    bounds = step.host.seq_lens;
+    for (int32_t& len : bounds) {
+      len =
+          static_cast<int32_t>(std::min<int64_t>(capacity, int64_t{len} + options.seq_lens_slack));
+    }
+    step.desc.host_seq_lens = bounds.data();
+    step.desc.seq_lens_upper_bound = true;
   }
 
   void update_histories(const std::vector<int32_t>& requests,
@@ -301,6 +322,8 @@ StepOutput LayerSession::run(const StepInput& in) {
     outs.selected = TensorView::contiguous(selected.data(), DType::i32, {n, G, c.topk}, s.device);
   }
 
+  std::vector<int32_t> bounds;
+  s.bound_lengths(step, bounds);
   const Clock::time_point t0 = Clock::now();
   const StepPlan plan = s.backend.plan(step.desc, {c});
   const Clock::time_point t1 = Clock::now();
@@ -308,6 +331,14 @@ StepOutput LayerSession::run(const StepInput& in) {
   const Workspace ws{workspace.data(), plan.workspace_bytes()};
   const Clock::time_point t2 = Clock::now();
   s.backend.prepare_step(plan, ws, nullptr);
+  const ForwardFlags flags = s.options.flags;
+  // The ops an engine runs itself before attention, when it says so.
+  if (has_flag(flags, ForwardFlags::skip_kv_write) && n > 0) {
+    s.backend.write_kv(c, step.desc.slot_mapping, key.view, value.view, s.views.kv, nullptr);
+  }
+  if (csa && has_flag(flags, ForwardFlags::skip_summary_update)) {
+    s.backend.update_summaries(c, step.desc, plan, ik.view, iz.view, s.views, nullptr);
+  }
   if (csa) {
     CsaInputs inputs;
     inputs.query = query.view;
@@ -318,9 +349,16 @@ StepOutput LayerSession::run(const StepInput& in) {
     inputs.index_key = ik.view;
     inputs.index_z = iz.view;
     inputs.gate = gate.view;
+    inputs.flags = flags;
+    // What the forward leaves out, it must not need.
+    if (has_flag(flags, ForwardFlags::skip_kv_write)) inputs.key = inputs.value = TensorView{};
+    if (has_flag(flags, ForwardFlags::skip_summary_update)) {
+      inputs.index_key = inputs.index_z = TensorView{};
+    }
     s.backend.forward_csa(c, step.desc, plan, inputs, s.views, outs, ws, nullptr);
   } else {
-    const SwaInputs inputs{query.view, key.view, value.view, gate.view};
+    SwaInputs inputs{query.view, key.view, value.view, gate.view, flags};
+    if (has_flag(flags, ForwardFlags::skip_kv_write)) inputs.key = inputs.value = TensorView{};
     s.backend.forward_swa(c, step.desc, plan, inputs, s.views.kv, outs, ws, nullptr);
   }
   synchronize(s.device);
@@ -331,8 +369,11 @@ StepOutput LayerSession::run(const StepInput& in) {
   result.kind = plan.kind;
   result.padding_rows = s.options.padding_rows;
   std::vector<uint16_t> all = output.to_vector<uint16_t>(out_elems);
-  result.padding_zero = std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * hd), all.end(),
-                                    [](uint16_t b) { return b == 0; });
+  const uint16_t padding_bits =
+      has_flag(flags, ForwardFlags::skip_padding_zero) ? uint16_t{0xffff} : uint16_t{0};
+  result.padding_zero =
+      std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * hd), all.end(),
+                  [padding_bits](uint16_t b) { return b == padding_bits; });
   all.resize(un * hd);
   result.output = std::move(all);
   s.update_histories(in.request, in.query_start_loc, in.seq_lens, in.key.data(), in.value.data(),

@@ -276,14 +276,37 @@ void run_fp8_case(Tally& tally) {
 }  // namespace
 #endif
 
+#if defined(STEP5_HAVE_CUDA)
+namespace {
+
+// Comma-separated substrings; a case runs when its name contains any.
+bool selected_by(const std::string& filter, const std::string& name) {
+  if (filter.empty()) return true;
+  size_t begin = 0;
+  while (begin <= filter.size()) {
+    const size_t end = std::min(filter.find(',', begin), filter.size());
+    const std::string item = filter.substr(begin, end - begin);
+    if (!item.empty() && name.find(item) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+#endif
+
 int run_check(int argc, char** argv) {
   bool quick = false, tiny = false;
+  std::string filter;
   std::vector<std::string> positional;
   std::string error;
-  if (!parse_args(argc, argv, {{"quick", nullptr, &quick}, {"tiny", nullptr, &tiny}}, positional,
-                  error) ||
+  if (!parse_args(
+          argc, argv,
+          {{"quick", nullptr, &quick}, {"tiny", nullptr, &tiny}, {"filter", &filter, nullptr}},
+          positional, error) ||
       !positional.empty()) {
-    print_error("check", error.empty() ? "usage: step5attn check [--quick | --tiny]" : error);
+    print_error("check",
+                error.empty() ? "usage: step5attn check [--quick | --tiny] [--filter A,B]" : error);
     return kExitUsage;
   }
 #if defined(STEP5_HAVE_CUDA)
@@ -297,6 +320,7 @@ int run_check(int argc, char** argv) {
   Tally tally;
   // Progress on stderr (unbuffered), so a run cut short still shows where.
   auto guarded = [&](const std::string& name, const std::function<void()>& body) {
+    if (!selected_by(filter, name)) return;
     const auto t0 = std::chrono::steady_clock::now();
     const int failed = tally.failed;
     try {
@@ -322,6 +346,10 @@ int run_check(int argc, char** argv) {
   }
   guarded("cuda graph", [&] { check::run_graph_cases(*cpu, *gpu, tally); });
   guarded("device guards", [&] { check::run_guard_cases(*gpu, tally); });
+  for (const check::ApiCase& k : check::api_cases()) {
+    if (k.tier > (tiny ? 0 : quick ? 1 : 2)) continue;
+    guarded(k.name, [&] { k.run(*cpu, *gpu, tally); });
+  }
   std::cout << tally.passed << " passed, " << tally.failed << " failed\n";
   return tally.failed == 0 ? kExitOk : kExitFailure;
 #else

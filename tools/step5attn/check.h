@@ -62,6 +62,19 @@ std::string check_single_ops(const OpsState& state);
 
 // Graph-captured decode of a CSA and an SWA layer, replayed on new inputs.
 void run_graph_cases(Backend& cpu, Backend& cuda, Tally& tally);
+// The same, replayed with fewer live requests than captured (vLLM pads the
+// rest as requests of length 0).
+void run_graph_padding_cases(Backend& cpu, Backend& cuda, Tally& tally);
+
+// The engine-facing API (issue 7): upper-bound lengths, padding requests,
+// forward flags, write_kv from slots, the BLNHC cache and the workspace
+// bound, each on the cuda backend against the cpu reference.
+struct ApiCase {
+  std::string name;
+  int tier = 2;  // 0: --tiny, 1: --quick, 2: full
+  void (*run)(Backend& cpu, Backend& cuda, Tally& tally) = nullptr;
+};
+std::vector<ApiCase> api_cases();
 
 // Device guards: decode steps planned from valid host copies whose device
 // block table, seq_lens and slot_mapping are then corrupted, as a graph

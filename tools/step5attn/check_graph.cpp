@@ -121,8 +121,12 @@ std::string check_mixed_ops(Backend& cuda, const sim::LayerSession& ref, const L
   return why.empty() ? "" : concat("mixed step: ", why);
 }
 
+// `live` (optional) gives the live requests of each replay: the rest are
+// padded away as vLLM pads a captured batch (no rows, length 0, slot -1),
+// and their output rows must come out zero. Empty: every request, and the
+// single operations are checked after the replays.
 void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std::string& name,
-                    Tally& tally) {
+                    Tally& tally, const std::vector<int32_t>& live = {}) {
   const bool is_csa = c.kind == LayerKind::csa;
   const std::vector<int32_t> contexts{700, 1, 1500, 64};
   const int replays = 3;
@@ -237,11 +241,22 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
   std::string failure;
   sim::StepOutput last;
   for (int i = 0; i < replays && failure.empty(); ++i) {
-    if (i > 0) {
-      // New tokens for the same buffers: lengths, slots and inputs change.
-      in = sim::random_step(c, rng, requests, lens, std::vector<int32_t>(static_cast<size_t>(R), 1),
-                            true);
-      const sim::StepHost h = step_host(layout, c, requests, lens, next);
+    const int32_t L = live.empty() ? R : live[static_cast<size_t>(i)];
+    const std::vector<int32_t> alive(requests.begin(), requests.begin() + L);
+    const std::vector<int32_t> alive_lens(lens.begin(), lens.begin() + L);
+    if (i > 0 || L < R) {
+      // New tokens for the same buffers: lengths, slots and inputs change;
+      // requests past L are padding (no rows, length 0, slot -1).
+      in = sim::random_step(c, rng, alive, alive_lens,
+                            std::vector<int32_t>(static_cast<size_t>(L), 1), true);
+      const std::vector<int32_t> alive_next(next.begin(), next.begin() + L);
+      sim::StepHost h = step_host(layout, c, alive, alive_lens, alive_next);
+      for (int32_t r = L; r < R; ++r) {
+        h.query_start_loc.push_back(h.query_start_loc.back());
+        h.seq_lens.push_back(0);
+        h.slot_mapping.push_back(-1);
+      }
+      step.query_start_loc.upload(h.query_start_loc.data(), h.query_start_loc.size() * 4);
       step.seq_lens.upload(h.seq_lens.data(), h.seq_lens.size() * 4);
       step.slot_mapping.upload(h.slot_mapping.data(), h.slot_mapping.size() * 8);
       for (auto* t : {&q, &k, &v, &gate}) {
@@ -260,21 +275,38 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
     STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
     sim::StepOutput got;
     std::vector<uint16_t> all = output.to_vector<uint16_t>(out_elems);
-    got.padding_rows = padding;
-    got.padding_zero =
-        std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * static_cast<size_t>(H * D)),
-                    all.end(), [](uint16_t b) { return b == 0; });
-    all.resize(un * static_cast<size_t>(H * D));
+    const auto live_elems = static_cast<size_t>(L) * static_cast<size_t>(H * D);
+    // Rows of padding requests and padding rows: zeros.
+    got.padding_rows = padding + (R - L);
+    got.padding_zero = std::all_of(all.begin() + static_cast<std::ptrdiff_t>(live_elems), all.end(),
+                                   [](uint16_t b) { return b == 0; });
+    all.resize(live_elems);
     got.output = std::move(all);
     if (is_csa) {
-      got.selected = selected.to_vector<int32_t>(sel_elems);
-      read_summaries(c, views, cache, layout, next, want.max_closed, got);
+      got.selected =
+          selected.to_vector<int32_t>(static_cast<size_t>(L) * static_cast<size_t>(G * c.topk));
+      const std::vector<int32_t> alive_next(next.begin(), next.begin() + L);
+      read_summaries(c, views, cache, layout, alive_next, want.max_closed, got);
     }
     const std::string why = compare_step(ref, in, got, want, sim::default_tolerance(c));
-    if (!why.empty()) failure = concat("replay ", i, ": ", why);
-    lens = next;
-    for (auto& x : next) ++x;
+    if (!why.empty()) failure = concat("replay ", i, " (", L, " of ", R, " requests live): ", why);
+    for (int32_t r = 0; r < L; ++r) {
+      lens[static_cast<size_t>(r)] = next[static_cast<size_t>(r)];
+      ++next[static_cast<size_t>(r)];
+    }
     last = std::move(got);
+  }
+  if (!live.empty()) {
+    // Padding changed the step; the single operations need the full one.
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+    if (failure.empty()) {
+      tally.pass();
+    } else {
+      tally.fail(name, failure);
+    }
+    return;
   }
   if (failure.empty()) {
     // The single operations over the last replay's step (uniform rows).
@@ -323,6 +355,27 @@ void run_graph_cases(Backend& cpu, Backend& cuda, Tally& tally) {
     run_graph_case(cpu, cuda, c, "cuda graph swa decode G8 H64 D192 W512 + single ops", tally);
   } catch (const std::exception& e) {
     tally.fail("cuda graph swa decode", concat("threw: ", e.what()));
+  }
+}
+
+void run_graph_padding_cases(Backend& cpu, Backend& cuda, Tally& tally) {
+  // Replays with 4, then 3, then 2 live requests of the 4 captured.
+  const std::vector<int32_t> live{4, 3, 2};
+  LayerConfig c;
+  c.topk = 64;
+  try {
+    run_graph_case(cpu, cuda, c, "cuda graph csa decode, padding requests (4, 3, 2 live of 4)",
+                   tally, live);
+  } catch (const std::exception& e) {
+    tally.fail("cuda graph csa decode, padding requests", concat("threw: ", e.what()));
+  }
+  c.kind = LayerKind::swa;
+  c.window = 512;
+  try {
+    run_graph_case(cpu, cuda, c, "cuda graph swa decode, padding requests (4, 3, 2 live of 4)",
+                   tally, live);
+  } catch (const std::exception& e) {
+    tally.fail("cuda graph swa decode, padding requests", concat("threw: ", e.what()));
   }
 }
 

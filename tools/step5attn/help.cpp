@@ -40,16 +40,20 @@ constexpr CommandHelp kHelp[] = {
      "  --max-memory MIB        memory the replay may use (default 1024 MiB + 16 x the\n"
      "                          case's tensor bytes); a case that needs more is refused\n"
      "  -h, --help              this help\n"},
-    {"check", "[--quick | --tiny]",
+    {"check", "[--quick | --tiny] [--filter A,B]",
      "check every cuda operation and layer forward against the cpu reference",
      "On a Hopper GPU: every cuda operation and whole-layer forward against the cpu\n"
-     "reference over a matrix of shapes, dtypes, MTP and paging cases, plus a decode\n"
-     "step captured in a CUDA graph and replayed. Ends with \"N passed, N failed\".\n"
+     "reference over a matrix of shapes, dtypes, MTP and paging cases, a decode\n"
+     "step captured in a CUDA graph and replayed (also with padding requests), and\n"
+     "the engine API cases (\"api: ...\": upper-bound lengths, padding requests,\n"
+     "forward flags, write_kv from slots, the BLNHC cache, the workspace bound).\n"
+     "Ends with \"N passed, N failed\".\n"
      "\n"
      "options:\n"
      "  (none)                  the full matrix (several minutes)\n"
      "  --quick                 a covering subset (under a minute)\n"
      "  --tiny                  the few small cases run under compute-sanitizer\n"
+     "  --filter A,B            only cases whose name contains A or B (e.g. api,graph)\n"
      "  -h, --help              this help\n"},
     {"bench",
      "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N]",

@@ -44,7 +44,8 @@ struct StepOutput {
   double seconds = 0;             // wall time of plan + forward
   StepKind kind = StepKind::empty;
   int64_t padding_rows = 0;  // output rows past n the step asked for
-  bool padding_zero = true;  // every padding row came out as +0
+  bool padding_zero = true;  // every padding row is as the forward must leave it: +0, or
+                             // still the poison under ForwardFlags::skip_padding_zero
 };
 
 struct SessionOptions {
@@ -52,6 +53,18 @@ struct SessionOptions {
   int64_t max_context = 4096;  // tokens per request the cache can hold
   uint64_t seed = 1;           // block allocation order
   int64_t padding_rows = 0;    // extra output rows per step (graph padding)
+
+  // Engine behaviours of the API, exercised on every step:
+  // - the planner sees seq_lens + slack as upper bounds
+  //   (StepDesc::seq_lens_upper_bound), the forward the exact lengths;
+  int32_t seq_lens_slack = 0;
+  // - requests without rows appended to every step (vLLM's CUDA-graph
+  //   padding): seq_len 0, ring entry 0, a block table row of zeros;
+  int32_t padding_requests = 0;
+  // - forward flags; with skip_kv_write the session first writes K/V with
+  //   write_kv(slot_mapping only), with skip_summary_update it first runs
+  //   update_summaries, as an engine that owns those ops would.
+  ForwardFlags flags = ForwardFlags::none;
 };
 
 // Bytes a LayerSession with these options allocates for its cache and

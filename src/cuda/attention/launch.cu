@@ -136,6 +136,21 @@ size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, in
   return scratch_for(rows, config.num_heads, config.head_size, splits);
 }
 
+PagedAttentionBytes paged_attention_max_bytes(const LayerConfig& config, int64_t max_rows,
+                                              int sm_count) {
+  // Splits (and so scratch) exist only while rows * G is under the CTA
+  // target; past it every row count takes one split and no scratch.
+  const int64_t G = config.num_kv_heads;
+  const int64_t last = std::min(max_rows, (attn::target_ctas(sm_count) + G - 1) / G);
+  PagedAttentionBytes most;
+  for (int64_t rows = 1; rows <= last; ++rows) {
+    const int splits = paged_attention_splits(config, rows, sm_count);
+    most.scratch = std::max(most.scratch, paged_attention_scratch_bytes(config, rows, splits));
+    most.counters = std::max(most.counters, paged_attention_counters_bytes(config, rows, splits));
+  }
+  return most;
+}
+
 void launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   check_params(p);
   if (p.pad_row_end > p.pad_row_begin) {

@@ -102,6 +102,8 @@ struct PagedAttentionParams {
   // A row whose position is negative or past its block-table row, or whose
   // keys fall in a block outside the cache, gets NaN output (fault recorded).
   DeviceGuard guard;
+  // Rows of padding requests (rows.h) come out as zeros; false leaves them.
+  bool zero_padding_rows = true;
 };
 
 // Computes params.num_rows rows of attention into params.output (and zeroes
@@ -121,6 +123,14 @@ void require_paged_attention_supports(const LayerConfig& config);
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);
 size_t paged_attention_counters_bytes(const LayerConfig& config, int64_t rows, int splits);
+// The most scratch and counter bytes of any row count in 1..max_rows (for
+// the static workspace bound).
+struct PagedAttentionBytes {
+  size_t scratch = 0;
+  size_t counters = 0;
+};
+PagedAttentionBytes paged_attention_max_bytes(const LayerConfig& config, int64_t max_rows,
+                                              int sm_count);
 
 // Zeroes output rows [row_begin, row_end) of a bf16 [*, H, D] tensor (strides
 // in elements); for callers that have no attention launch to fold it into.

@@ -52,6 +52,19 @@ __device__ int32_t compact_pages(const int32_t* sel, int32_t topk, int32_t cur, 
   return base + 1;
 }
 
+// Zeros for the HPG heads of group g in output row t, 16 bytes per thread
+// (the output is 16-byte aligned with strides multiple of 8: check_params).
+template <int D, int HPG>
+__device__ __forceinline__ void zero_group_rows(const PagedAttentionParams& p, int64_t t, int g) {
+  constexpr int kVectors = HPG * (D / 8);
+  for (int i = static_cast<int>(threadIdx.x); i < kVectors; i += static_cast<int>(blockDim.x)) {
+    const int64_t head = int64_t{g} * HPG + i / (D / 8);
+    const int d = (i % (D / 8)) * 8;
+    *reinterpret_cast<uint4*>(p.output + t * p.output_row_stride + head * p.output_head_stride +
+                              d) = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <class T>
 __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
@@ -75,7 +88,11 @@ __global__ void __launch_bounds__(attention_threads())
 
   int32_t request = 0;
   int32_t pos = 0;
-  row_of(p.rows, t, request, pos);
+  if (!row_of(p.rows, t, request, pos)) {
+    // A padding row: zeros from the first split (or left to the caller).
+    if (split == 0 && p.zero_padding_rows) zero_group_rows<D, HPG>(p, t, g);
+    return;
+  }
   const int32_t cur = pos / page_tokens();
   // A position the request's block table cannot hold (negative lengths,
   // seq_lens past the table in a graph replay): no key is read, output NaN.

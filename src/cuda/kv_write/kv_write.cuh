@@ -13,11 +13,13 @@ __device__ __forceinline__ void write_kv_rows(const KvWriteParams& p, int64_t th
                                               int64_t threads) {
   const int vectors_per_row = 2 * p.head_size / 8;  // K then V
   const int64_t total = p.num_tokens * p.num_heads * vectors_per_row;
+  const int64_t live = p.live_rows != nullptr ? __ldg(p.live_rows) : p.num_tokens;
   for (int64_t i = thread; i < total; i += threads) {
     const int v = static_cast<int>(i % vectors_per_row);
     const int64_t tg = i / vectors_per_row;
     const int g = static_cast<int>(tg % p.num_heads);
     const int64_t t = tg / p.num_heads;
+    if (t >= live) continue;  // a row of a padding request
     const int64_t slot = __ldg(p.slot_mapping + t);
     if (slot < 0) continue;  // padding token (engines mark them -1)
     if (slot / p.block_size >= p.guard.num_blocks) {

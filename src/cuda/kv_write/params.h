@@ -29,7 +29,10 @@ struct KvWriteParams {
   int32_t block_size = 0;                 // B
   float k_scale = 1.0f;                   // fp8: stored = e4m3(k / k_scale)
   float v_scale = 1.0f;
-  DeviceGuard guard;  // num_blocks of the cache: slots past it are faults
+  DeviceGuard guard;  // num_blocks of the cache: slots past it are faults (recorded when
+                      // guard.status is set; write_kv without a plan only skips them)
+  const int32_t* live_rows = nullptr;  // device i32: rows >= *live_rows are skipped (uniform
+                                       // steps: query_start_loc[R], padding requests); null = all
 };
 
 void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t stream);

@@ -147,9 +147,9 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
   int32_t request = 0, position = 0;
-  row_of(p.rows, p.row_begin + local_row, request, position);
-  const int32_t closed = position / 8;
-  if (p.write_ring && g == 0) {
+  const bool live = row_of(p.rows, p.row_begin + local_row, request, position);
+  const int32_t closed = position / 8;  // 0 for a padding row: all -1 below
+  if (p.write_ring && g == 0 && live) {
     int32_t ring_position = 0;
     if (ring_keeps(p.ring, request, p.row_begin + local_row, ring_position)) {
       write_ring_row(p.ring, request, p.row_begin + local_row, ring_position,

@@ -1,0 +1,122 @@
+// Backend::workspace_bytes(layers, limits): one allocation before the first
+// step must serve every plan within the limits. Random steps (mixed,
+// uniform, padding requests, upper-bound lengths, chunked scoring, graph
+// capacities) are planned and each must fit; the bound must also be close
+// to what the largest step needs, and bad limits are errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "test_util.h"
+
+namespace step5 {
+namespace {
+
+struct RandomStep {
+  std::vector<int32_t> qsl{0}, lens, table, rings;
+  std::vector<int64_t> slots;
+  StepDesc desc;
+};
+
+// A random step within `limits`: up to max_requests requests (trailing ones
+// possibly empty), up to max_tokens rows, lengths up to max_context.
+RandomStep random_step(const StepLimits& limits, int block_size, std::mt19937_64& rng) {
+  RandomStep s;
+  const int32_t max_blocks =
+      static_cast<int32_t>((limits.max_context + block_size - 1) / block_size);
+  const int32_t R = std::uniform_int_distribution<int32_t>(1, limits.max_requests)(rng);
+  const bool decode = std::uniform_int_distribution<int>(0, 2)(rng) == 0;
+  int64_t budget = limits.max_tokens;
+  for (int32_t r = 0; r < R; ++r) {
+    const int64_t most = std::min<int64_t>(budget, limits.max_context);
+    int32_t q = decode ? (budget > 0 ? 1 : 0)
+                       : std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(most))(rng);
+    budget -= q;
+    const int32_t len =
+        std::uniform_int_distribution<int32_t>(q, static_cast<int32_t>(limits.max_context))(rng);
+    s.qsl.push_back(s.qsl.back() + q);
+    s.lens.push_back(len);
+    s.rings.push_back(r);
+    for (int32_t j = 0; j < max_blocks; ++j) s.table.push_back(r * max_blocks + j);
+    for (int32_t p = len - q; p < len; ++p) {
+      s.slots.push_back(int64_t{r * max_blocks + p / block_size} * block_size + p % block_size);
+    }
+  }
+  const int64_t n = s.qsl.back();
+  s.desc.num_tokens = n;
+  s.desc.num_requests = R;
+  s.desc.query_start_loc = TensorView::contiguous(s.qsl.data(), DType::i32, {R + 1});
+  s.desc.seq_lens = TensorView::contiguous(s.lens.data(), DType::i32, {R});
+  s.desc.block_table = TensorView::contiguous(s.table.data(), DType::i32, {R, max_blocks});
+  s.desc.slot_mapping = TensorView::contiguous(s.slots.data(), DType::i64, {n});
+  s.desc.ring_index = TensorView::contiguous(s.rings.data(), DType::i32, {R});
+  // Some steps are planned from upper bounds of their lengths.
+  s.desc.seq_lens_upper_bound = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
+  return s;
+}
+
+TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
+  auto backend = test::cpu_backend();
+  const test::Shape wide{16, 4, 64, 16};
+  const std::vector<LayerConfig> layers{test::csa_config(wide, 8, 3),
+                                        test::swa_config({8, 1, 128, 16}, 64, 3)};
+  const StepLimits limits{300, 6, 700};
+  std::mt19937_64 rng(99);
+  for (size_t max_score_bytes : {size_t{256} << 20, size_t{3000}, size_t{100}}) {
+    PlanOptions options;
+    options.max_score_bytes = max_score_bytes;
+    const size_t bound = backend->workspace_bytes(layers, limits, options);
+    size_t most = 0;
+    for (int i = 0; i < 300; ++i) {
+      RandomStep s = random_step(limits, 16, rng);
+      PlanOptions o = options;
+      o.max_context = std::uniform_int_distribution<int>(0, 1)(rng) ? limits.max_context : 0;
+      const StepPlan plan = backend->plan(s.desc, layers, o);
+      ASSERT_LE(plan.workspace_bytes(), bound)
+          << "step " << i << ": n=" << plan.num_tokens << " R=" << plan.num_requests
+          << " kind=" << step_kind_name(plan.kind) << " max_score_bytes=" << max_score_bytes;
+      most = std::max(most, plan.workspace_bytes());
+    }
+    EXPECT_GT(most, 0u);
+  }
+
+  // The largest step (every row at the longest context) needs most of it.
+  PlanOptions options;
+  options.max_context = limits.max_context;
+  RandomStep s;
+  s.qsl = {0, 300};
+  s.lens = {700};
+  for (int32_t j = 0; j < 44; ++j) s.table.push_back(j);
+  for (int32_t p = 400; p < 700; ++p) s.slots.push_back(p);
+  s.rings = {0};
+  s.desc.num_tokens = 300;
+  s.desc.num_requests = 1;
+  s.desc.query_start_loc = TensorView::contiguous(s.qsl.data(), DType::i32, {2});
+  s.desc.seq_lens = TensorView::contiguous(s.lens.data(), DType::i32, {1});
+  s.desc.block_table = TensorView::contiguous(s.table.data(), DType::i32, {1, 44});
+  s.desc.slot_mapping = TensorView::contiguous(s.slots.data(), DType::i64, {300});
+  s.desc.ring_index = TensorView::contiguous(s.rings.data(), DType::i32, {1});
+  const StepPlan largest = backend->plan(s.desc, layers, options);
+  const size_t bound = backend->workspace_bytes(layers, limits, options);
+  EXPECT_LE(largest.workspace_bytes(), bound);
+  EXPECT_GE(largest.workspace_bytes() * 10, bound * 9) << "the bound is far above the need";
+}
+
+TEST(WorkspaceBound, BadLimitsAreErrors) {
+  auto backend = test::cpu_backend();
+  const std::vector<LayerConfig> layers{test::csa_config(test::Shape{}, 8)};
+  PlanOptions options;
+  options.max_context = 2000;
+  try {
+    backend->workspace_bytes(layers, {10, 2, 1000}, options);
+    ADD_FAILURE() << "expected an error for options.max_context above limits.max_context";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("options.max_context"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(backend->workspace_bytes(layers, {-1, 2, 1000}), Error);
+  EXPECT_THROW(backend->workspace_bytes({}, {10, 2, 1000}), Error);
+}
+
+}  // namespace
+}  // namespace step5
