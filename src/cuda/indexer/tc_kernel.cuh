@@ -2,7 +2,8 @@
 // grid. The step's work is a sequence of tiles, request by request, block
 // of query rows by block, 64 or 128 regions at a time; CTA b takes the b-th
 // even share of it. For each tile the warpgroup
-//   - has cp.async copies of the next tiles' summaries in flight, their
+//   - has bulk copies of the next tiles' summaries in flight (one per run
+//     of a block's regions, completing on the stage's mbarrier), their
 //     block-table loads one tile further ahead, overlapping this tile's
 //     MMAs (page source, tc_stage.cuh),
 //   - converts the tile's summaries to A fragments in registers and
@@ -23,18 +24,16 @@
 
 namespace step5::cuda::tc {
 
-using attn::cp_async_commit;
-using attn::cp_async_wait;
-
 // A fragments of atom `a` (four k-steps) for rows row0 and row0 + 8 of the
-// stage at `stage`, as bf16 (kF16 false) or f16 (fp8 summaries only).
+// stage at `stage` (rows `row_bytes` apart), as bf16 (kF16 false) or f16
+// (fp8 summaries only).
 template <bool kFp8, bool kF16>
 __device__ __forceinline__ void load_a(const unsigned char* stage, int row_bytes, int row0, int t,
                                        int a, uint32_t (&af)[4][4]) {
   const unsigned char* r0 = stage + row0 * row_bytes;
   const unsigned char* r1 = r0 + 8 * row_bytes;
   if constexpr (kFp8) {
-    const int c = summary_chunk<true>(row0, 4 * a + t);  // rows row0, row0+8 share parity
+    const int c = 4 * a + t;
     const uint4 x0 = *reinterpret_cast<const uint4*>(r0 + c * 16);
     const uint4 x1 = *reinterpret_cast<const uint4*>(r1 + c * 16);
     const uint32_t w0[4] = {x0.x, x0.y, x0.z, x0.w};
@@ -56,7 +55,7 @@ __device__ __forceinline__ void load_a(const unsigned char* stage, int row_bytes
   } else {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int c = summary_chunk<false>(row0, 8 * a + 2 * t + half);
+      const int c = 8 * a + 2 * t + half;
       const uint4 x0 = *reinterpret_cast<const uint4*>(r0 + c * 16);
       const uint4 x1 = *reinterpret_cast<const uint4*>(r1 + c * 16);
       af[2 * half][0] = x0.x;
@@ -179,29 +178,38 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = 16 * warp + lane / 4;  // A rows row0 and row0 + 8 of each M-tile
-  const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
-  const int log2_chunks = 31 - __clz(row_bytes / 16);
-  const uint32_t stages = smem_addr(base + L.stages);
   const uint32_t query_addr = smem_addr(base + L.query);
   const int atoms = p.index_dim / 64;
-  // Summary offsets of tiles in flight: slot t % kStages holds tile t's,
-  // looked up an iteration before tile t is issued.
+  const Stages<kStages> pipe{begin, smem_addr(base + L.stages), L.tile_bytes,
+                             smem_addr(base + L.full)};
+  const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
+  const bool packed = p.summary_region_stride == row_bytes;
+  // Summary offsets and copy runs of tiles in flight: slot t % kStages
+  // holds tile t's, looked up an iteration before tile t is issued.
   int64_t* offsets = reinterpret_cast<int64_t*>(base + L.offsets);
-  auto offsets_of = [&](int32_t index) { return offsets + ((index - begin) % kStages) * kRegions; };
+  int32_t* runs = reinterpret_cast<int32_t*>(base + L.runs);
+  auto offsets_of = [&](int32_t index) { return offsets + pipe.stage(index) * kRegions; };
+  auto runs_of = [&](int32_t index) { return runs + pipe.stage(index) * kRegions; };
 
-  // Prologue: the first kStages - 1 tiles in flight, the next one looked up.
+  // Prologue: the stages' barriers, the first kStages - 1 tiles in flight,
+  // the next one looked up.
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) bulk::init(pipe.full_bar(begin + s), kThreads);
+    bulk::fence_init();
+  }
   Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
   for (int s = 0; s < kStages && begin + s < end; ++s) {
-    store_offset(p, fetch_lookup(p, cmax, look, kRegions), kRegions, offsets_of(begin + s));
+    store_offset(p, fetch_lookup(p, cmax, look, kRegions, packed), kRegions, offsets_of(begin + s),
+                 runs_of(begin + s));
     look.advance(prefix, cmax, R, kRegions);
   }
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (begin + s < end) {
-      issue_tile<kFp8>(p, offsets_of(begin + s), kRegions, log2_chunks, stages + s * L.tile_bytes);
+      issue_tile(p, offsets_of(begin + s), runs_of(begin + s), kRegions, row_bytes, pipe,
+                 begin + s);
     }
-    cp_async_commit();
   }
 
   float acc[M][N / 2];
@@ -214,19 +222,17 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   Cursor staged;  // request -1: nothing staged yet
   bool use_f16 = false;
   for (int32_t index = begin; index < end; ++index) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // the tile landed for every thread; stage (index-1) is free
+    bulk::wait(pipe.full_bar(index), pipe.phase(index));  // tile `index` landed
+    __syncthreads();  // every thread is done with stage (index - 1)
     const int32_t ahead = index + kStages - 1;
     if (ahead < end) {
-      issue_tile<kFp8>(p, offsets_of(ahead), kRegions, log2_chunks,
-                       stages + ((ahead - begin) % kStages) * L.tile_bytes);
+      issue_tile(p, offsets_of(ahead), runs_of(ahead), kRegions, row_bytes, pipe, ahead);
     }
-    cp_async_commit();
     // Tile ahead + 1 reuses the slot of tile index, issued long ago; its
     // block ids load during this tile's MMAs and are stored after them.
     PendingLookup next;
     if (ahead + 1 < end) {
-      next = fetch_lookup(p, cmax, look, kRegions);
+      next = fetch_lookup(p, cmax, look, kRegions, packed);
       look.advance(prefix, cmax, R, kRegions);
     }
 
@@ -235,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
       use_f16 = stage_block<N>(p, L, base, cur, kFp8);
       staged = cur;
     }
-    const unsigned char* stage = base + L.stages + ((index - begin) % kStages) * L.tile_bytes;
+    const unsigned char* stage = base + L.stages + pipe.stage(index) * L.tile_bytes;
     if (kFp8 && use_f16) {
       mainloop<N, M, kFp8, kFp8>(stage, row_bytes, row0, lane % 4, atoms, query_addr, acc);
     } else {
@@ -243,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
     }
     epilogue<N, M>(p, L, base, cur.tile * kRegions, warp, lane, acc);
     cur.advance(prefix, cmax, R, kRegions);
-    if (ahead + 1 < end) store_offset(p, next, kRegions, offsets_of(ahead + 1));
+    if (ahead + 1 < end) store_offset(p, next, kRegions, offsets_of(ahead + 1), runs_of(ahead + 1));
   }
   __syncthreads();
   flush_row_max<N>(p, L, base);

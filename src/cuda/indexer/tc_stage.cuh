@@ -6,6 +6,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "cuda/attention/ptx.cuh"
+#include "cuda/common/bulk_copy.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/params.h"
@@ -13,7 +14,6 @@
 
 namespace step5::cuda::tc {
 
-using attn::cp_async16;
 using attn::smem_addr;
 
 constexpr int kThreads = indexer_tc_threads();
@@ -114,17 +114,23 @@ struct PendingLookup {
   int32_t block = -1;     // block-table entry of the region (not yet checked)
   int32_t in_block = 0;   // region index inside the block
   int32_t request = -1;   // -1: past the request's scored range, nothing to read
+  int32_t run = 0;        // rows of the copy this row starts (0: another row's copy holds it)
   bool in_table = false;  // the region's column is inside the block table
 };
 
+// Rows of one block are one contiguous run in the cache when regions are
+// packed (region stride = row bytes), so a run of rows of one block inside
+// a tile is one bulk copy, started by its first row; otherwise every row is
+// its own copy.
 __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, const int32_t* cmax,
-                                                      const Cursor& at, int regions) {
+                                                      const Cursor& at, int regions, bool packed) {
   PendingLookup l;
   const int row = threadIdx.x;
   if (row >= regions) return l;
   const int32_t j = at.tile * regions + row;
   const int regions_per_block = p.block_size / 8;
-  if (j < cmax[at.request]) {
+  const int32_t closed = cmax[at.request];
+  if (j < closed) {
     const int32_t col = j / regions_per_block;
     l.request = at.request;
     l.in_block = j % regions_per_block;
@@ -132,15 +138,20 @@ __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, co
     if (l.in_table) {
       l.block = __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + col);
     }
+    if (!packed) {
+      l.run = 1;
+    } else if (row == 0 || l.in_block == 0) {
+      l.run = min(min(regions_per_block - l.in_block, regions - row), closed - j);
+    }
   }
   return l;
 }
 
-// Byte offset (into the summary cache) of the fetched region, -1 past the
-// request's scored range. A block id outside the table or the cache is a
-// fault: the region reads as zeros (offset -1) and scores 0.
+// Byte offset (into the summary cache) and run of the fetched region, -1
+// past the request's scored range. A block id outside the table or the
+// cache is a fault: the region reads as zeros (offset -1) and scores 0.
 __device__ __forceinline__ void store_offset(const IndexerParams& p, const PendingLookup& l,
-                                             int regions, int64_t* offsets) {
+                                             int regions, int64_t* offsets, int32_t* runs) {
   const int row = threadIdx.x;
   if (row >= regions) return;
   int64_t offset = -1;
@@ -153,29 +164,55 @@ __device__ __forceinline__ void store_offset(const IndexerParams& p, const Pendi
     }
   }
   offsets[row] = offset;
+  runs[row] = l.run;
 }
 
-// Copies the summaries of one tile into stage buffer `dst` (regions past
-// the request's scored range are zero-filled); `offsets` from
-// store_offset. Rows are 2^log2_chunks 16-byte chunks (Di a power of two,
-// at most 64 chunks); each thread copies one chunk column of every
-// (kThreads / chunks)-th row. That row step is even, so all of a thread's
-// rows share a parity and its swizzled chunk is fixed: a copy costs a
-// shared load of the row's offset, an add and the cp.async.
-template <bool kFp8>
-__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
-                                           int regions, int log2_chunks, uint32_t dst) {
-  const int row_bytes = 16 << log2_chunks;
-  const int c = static_cast<int>(threadIdx.x) & ((1 << log2_chunks) - 1);
-  const int first = static_cast<int>(threadIdx.x) >> log2_chunks;
-  const int step = kThreads >> log2_chunks;
-  const char* base = static_cast<const char*>(p.summaries) + c * 16;
-  uint32_t to = dst + first * row_bytes + summary_chunk<kFp8>(first, c) * 16;
-#pragma unroll 4
-  for (int row = first; row < regions; row += step, to += step * row_bytes) {
-    const int64_t offset = offsets[row];
-    cp_async16(to, base + (offset >= 0 ? offset : 0), offset >= 0);
+// The summary pipeline's stages: tile `index` of a CTA's work (from
+// `begin`) lives in stage (index - begin) % kStages, whose mbarrier phase
+// flips at each use.
+template <int kStages>
+struct Stages {
+  int32_t begin;        // the CTA's first tile
+  uint32_t buffers;     // shared address of stage 0
+  uint32_t tile_bytes;  // bytes of one stage
+  uint32_t bars;        // shared address of the stages' mbarriers (u64 each)
+
+  __device__ int stage(int32_t index) const { return (index - begin) % kStages; }
+  __device__ uint32_t phase(int32_t index) const {
+    return static_cast<uint32_t>((index - begin) / kStages) & 1u;
   }
+  __device__ uint32_t buffer(int32_t index) const {
+    return buffers + static_cast<uint32_t>(stage(index)) * tile_bytes;
+  }
+  __device__ uint32_t full_bar(int32_t index) const {
+    return bars + static_cast<uint32_t>(stage(index)) * 8u;
+  }
+};
+
+// Starts the copies of tile `index` into its stage (rows of `row_bytes`,
+// packed): the first row of each run copies the run with one bulk copy
+// (offsets and runs from store_offset); a row past the request's scored
+// range or in a faulty block (offset -1) is zero-filled with plain stores.
+// Every thread arrives once on the stage's barrier with the bytes it
+// started, so the phase completes when the whole tile has landed.
+template <int kStages>
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
+                                           const int32_t* runs, int regions, int row_bytes,
+                                           const Stages<kStages>& pipe, int32_t index) {
+  const int row = threadIdx.x;
+  const int64_t offset = row < regions ? offsets[row] : -1;
+  const uint32_t to = pipe.buffer(index) + static_cast<uint32_t>(row * row_bytes);
+  if (row < regions && offset < 0) {
+    for (int c = 0; c < row_bytes; c += 16) {
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(to + c), "r"(0) : "memory");
+    }
+    bulk::fence_proxy_async();  // before a later tile's bulk copy rewrites these bytes
+  }
+  const uint32_t bytes =
+      offset >= 0 ? static_cast<uint32_t>(runs[row]) * static_cast<uint32_t>(row_bytes) : 0u;
+  const uint32_t bar = pipe.full_bar(index);
+  bulk::arrive_expect_tx(bar, bytes);
+  if (bytes != 0) bulk::copy(to, static_cast<const char*>(p.summaries) + offset, bytes, bar);
 }
 
 // Stages block `at.block` of request `at.request`: its index queries as the
@@ -194,55 +231,70 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
   const int G = p.num_groups;
   const int slots = rows * G;
   const int32_t first_pos = rr.last_pos - (rr.first + rr.count - 1 - row0);
-  const int chunks = p.index_dim / 8;  // 16-byte source chunks per query row
-  auto load = [&](int n, int c) {
-    const int h = n / P, slot = n % P;
-    if (h >= p.index_heads || slot >= slots) return make_uint4(0, 0, 0, 0);
-    const int64_t t = row0 + slot / G;
-    return *reinterpret_cast<const uint4*>(p.index_query + t * p.query_stride_t +
-                                           (slot % G) * p.query_stride_g + h * p.query_stride_h +
-                                           c * 8);
+  // Element offset of each slot's index-query row (head 0), -1 for padding
+  // slots: the copy loops below then divide by G nowhere.
+  int64_t* source = reinterpret_cast<int64_t*>(base + L.source);
+  int* exponent = reinterpret_cast<int*>(base + L.exponent);
+  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
+    source[slot] = slot < slots
+                       ? (row0 + slot / G) * p.query_stride_t + (slot % G) * p.query_stride_g
+                       : int64_t{-1};
+  }
+  for (int n = threadIdx.x; n < N; n += kThreads) exponent[n] = 0;
+  __syncthreads();
+  // Thread i copies 16-byte chunk i % chunks of rows i / chunks + k * step:
+  // chunks (Di / 8) is a power of two <= kThreads, so a thread's chunk, and
+  // with it its permuted k positions, never changes.
+  const int log2_chunks = __ffs(p.index_dim / 8) - 1;
+  const int c = static_cast<int>(threadIdx.x) & ((1 << log2_chunks) - 1);
+  const int n_first = static_cast<int>(threadIdx.x) >> log2_chunks;
+  const int n_step = kThreads >> log2_chunks;
+  auto load = [&](int n) {
+    const int h = n / P;
+    const int64_t src = source[n % P];
+    if (h >= p.index_heads || src < 0) return make_uint4(0, 0, 0, 0);
+    return *reinterpret_cast<const uint4*>(p.index_query + src + h * p.query_stride_h + c * 8);
   };
-  auto store = [&](int n, int c, int k, uint32_t word) {
+  auto store = [&](int n, int k, uint32_t word) {
     *reinterpret_cast<uint32_t*>(base + L.query + query_offset(N, n, kappa_of(c * 8 + 2 * k))) =
         word;
   };
-  int* exponent = reinterpret_cast<int*>(base + L.exponent);
   bool use_f16 = false;
   if (try_f16) {
-    for (int n = threadIdx.x; n < N; n += kThreads) exponent[n] = 0;
-    __syncthreads();
-    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
-      const uint4 v = load(i / chunks, i % chunks);
-      const int e =
+    // Lanes with the same n (a run of `chunks` lanes, or the whole warp)
+    // combine their exponents before one shared atomic.
+    const int lanes = min(1 << log2_chunks, 32);
+    for (int n = n_first; n < N; n += n_step) {
+      const uint4 v = load(n);
+      int e =
           max(max(max_exponent(v.x), max_exponent(v.y)), max(max_exponent(v.z), max_exponent(v.w)));
-      if (e > 0) atomicMax(exponent + i / chunks, e);
+      for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+      if ((threadIdx.x & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
     }
     __syncthreads();
     bool exact = true;
-    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
-      const int n = i / chunks, c = i % chunks;
+    for (int n = n_first; n < N; n += n_step) {
       const int row_max = exponent[n];
       const int shift = row_shift(row_max);
       exact = exact && shift <= 100;
       const float scale = pow2f(min(shift, 100));
-      const uint4 v = load(n, c);
+      const uint4 v = load(n);
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         exact =
             exact && f16_exact(words[k] & 0xffffu, row_max) && f16_exact(words[k] >> 16, row_max);
-        store(n, c, k, scaled_f16x2(words[k], scale));
+        store(n, k, scaled_f16x2(words[k], scale));
       }
     }
     use_f16 = __syncthreads_and(exact) != 0;
   }
   if (!use_f16) {
-    for (int i = threadIdx.x; i < N * chunks; i += kThreads) {
-      const uint4 v = load(i / chunks, i % chunks);
+    for (int n = n_first; n < N; n += n_step) {
+      const uint4 v = load(n);
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int k = 0; k < 4; ++k) store(i / chunks, i % chunks, k, words[k]);
+      for (int k = 0; k < 4; ++k) store(n, k, words[k]);
     }
   }
   float* weight = reinterpret_cast<float*>(base + L.weight);
