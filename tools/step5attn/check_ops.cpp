@@ -3,10 +3,14 @@
 // one: scores against the oracle, the rest against the forward they are
 // stages of (same kernels, so the same bits).
 #if defined(STEP5_HAVE_CUDA)
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/check.h"
+#include "cuda/common/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/oracle.h"
@@ -34,6 +38,43 @@ std::vector<double> oracle_scores(const OpsState& s, size_t t, int g) {
   return oracle::csa_row(c, s.ref->history(s.row_request[t]), row).scores[static_cast<size_t>(g)];
 }
 
+// The same summaries re-laid with padded regions (region stride = row + 16
+// bytes, as a caller's own cache may have): the indexer then copies one row
+// at a time instead of one run of a block's regions, and its scores must
+// come out bit for bit the same.
+std::string check_padded_regions(const OpsState& s, const std::vector<float>& want, int64_t S) {
+  const LayerConfig& c = s.ref->config();
+  const SummaryCacheView& from = s.cache->summaries;
+  const int64_t n = s.plan->num_tokens, G = c.num_kv_heads;
+  const int64_t row = c.index_dim * static_cast<int64_t>(dtype_size(c.summary_dtype));
+  const int64_t per_block = c.block_size / 8;
+  SummaryCacheView padded = from;
+  padded.region_stride = row + 16;
+  padded.block_stride = per_block * padded.region_stride;
+  sim::DeviceBuffer copy(kGpu, static_cast<size_t>(from.num_blocks * padded.block_stride));
+  padded.data = copy.data();
+  for (int64_t b = 0; b < from.num_blocks; ++b) {
+    STEP5_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(copy.data()) + b * padded.block_stride,
+                                  static_cast<size_t>(padded.region_stride),
+                                  static_cast<const char*>(from.data) + b * from.block_stride,
+                                  static_cast<size_t>(from.region_stride), static_cast<size_t>(row),
+                                  static_cast<size_t>(per_block), cudaMemcpyDeviceToDevice));
+  }
+  sim::DeviceBuffer scores(kGpu, static_cast<size_t>(n * G * S) * 4);
+  s.cuda->indexer_scores(c, *s.desc, *s.plan, {0, n}, s.index_query, s.index_weight, padded,
+                         TensorView::contiguous(scores.data(), DType::f32, {n, G, S}, kGpu),
+                         nullptr);
+  sim::synchronize(kGpu);
+  const std::vector<float> got = scores.to_vector<float>(static_cast<size_t>(n * G * S));
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+      return concat("indexer_scores with padded summary regions: score ", i, " got ", got[i],
+                    ", packed regions gave ", want[i]);
+    }
+  }
+  return "";
+}
+
 std::string check_csa_ops(const OpsState& s) {
   const LayerConfig& c = s.ref->config();
   const int64_t n = s.plan->num_tokens, G = c.num_kv_heads, K = c.topk;
@@ -50,6 +91,7 @@ std::string check_csa_ops(const OpsState& s) {
   s.cuda->select_regions(c, *s.desc, *s.plan, {0, n}, scores_view, selected_view, nullptr);
   sim::synchronize(kGpu);
   const std::vector<float> got = scores.to_vector<float>(static_cast<size_t>(n * G * S));
+  if (std::string e = check_padded_regions(s, got, S); !e.empty()) return e;
   const std::vector<int32_t> sel = selected.to_vector<int32_t>(static_cast<size_t>(n * G * K));
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
     const int32_t C = s.row_position[t] / 8;
