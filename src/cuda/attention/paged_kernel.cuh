@@ -52,13 +52,14 @@ __device__ int32_t compact_pages(const int32_t* sel, int32_t topk, int32_t cur, 
   return base + 1;
 }
 
-// Zeros for the HPG heads of group g in output row t, 16 bytes per thread
+// Zeros for the hpg heads of group g in output row t, 16 bytes per thread
 // (the output is 16-byte aligned with strides multiple of 8: check_params).
-template <int D, int HPG>
-__device__ __forceinline__ void zero_group_rows(const PagedAttentionParams& p, int64_t t, int g) {
-  constexpr int kVectors = HPG * (D / 8);
-  for (int i = static_cast<int>(threadIdx.x); i < kVectors; i += static_cast<int>(blockDim.x)) {
-    const int64_t head = int64_t{g} * HPG + i / (D / 8);
+template <int D>
+__device__ __forceinline__ void zero_group_rows(const PagedAttentionParams& p, int64_t t, int g,
+                                                int hpg) {
+  const int vectors = hpg * (D / 8);
+  for (int i = static_cast<int>(threadIdx.x); i < vectors; i += static_cast<int>(blockDim.x)) {
+    const int64_t head = int64_t{g} * hpg + i / (D / 8);
     const int d = (i % (D / 8)) * 8;
     *reinterpret_cast<uint4*>(p.output + t * p.output_row_stride + head * p.output_head_stride +
                               d) = make_uint4(0, 0, 0, 0);
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(attention_threads())
   int32_t pos = 0;
   if (!row_of(p.rows, t, request, pos)) {
     // A padding row: zeros from the first split (or left to the caller).
-    if (split == 0 && p.zero_padding_rows) zero_group_rows<D, HPG>(p, t, g);
+    if (split == 0 && p.zero_padding_rows) zero_group_rows<D>(p, t, g, hpg);
     return;
   }
   const int32_t cur = pos / page_tokens();
