@@ -1,8 +1,9 @@
-// `step5attn check [--quick | --tiny]`: every operation and whole-layer forward of
+// `step5attn check [--quick | --tiny] [--portable]`: every operation and whole-layer forward of
 // the cuda backend against the cpu reference over a matrix of shapes, plus
 // the device fp8 conversion and CUDA-graph replay. One line per failure,
 // then exactly "N passed, N failed". --quick is a covering subset (< 1 min),
-// --tiny the few small cases run under compute-sanitizer.
+// --tiny the few small cases run under compute-sanitizer; --portable runs
+// the backend with CudaKernels::portable (the kernels of non-Hopper GPUs).
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -296,17 +297,21 @@ bool selected_by(const std::string& filter, const std::string& name) {
 #endif
 
 int run_check(int argc, char** argv) {
-  bool quick = false, tiny = false;
+  bool quick = false, tiny = false, portable = false;
   std::string filter;
   std::vector<std::string> positional;
   std::string error;
-  if (!parse_args(
-          argc, argv,
-          {{"quick", nullptr, &quick}, {"tiny", nullptr, &tiny}, {"filter", &filter, nullptr}},
-          positional, error) ||
+  if (!parse_args(argc, argv,
+                  {{"quick", nullptr, &quick},
+                   {"tiny", nullptr, &tiny},
+                   {"filter", &filter, nullptr},
+                   {"portable", nullptr, &portable}},
+                  positional, error) ||
       !positional.empty()) {
     print_error("check",
-                error.empty() ? "usage: step5attn check [--quick | --tiny] [--filter A,B]" : error);
+                error.empty()
+                    ? "usage: step5attn check [--quick | --tiny] [--filter A,B] [--portable]"
+                    : error);
     return kExitUsage;
   }
 #if defined(STEP5_HAVE_CUDA)
@@ -316,7 +321,10 @@ int run_check(int argc, char** argv) {
     return kExitFailure;
   }
   const std::unique_ptr<Backend> cpu = make_backend(BackendKind::cpu);
-  const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda);
+  BackendOptions options;
+  options.cuda_kernels = portable ? CudaKernels::portable : CudaKernels::automatic;
+  const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda, options);
+  std::cerr << "cuda backend: " << cuda::cuda_backend_summary(*gpu) << "\n";
   Tally tally;
   // Progress on stderr (unbuffered), so a run cut short still shows where.
   auto guarded = [&](const std::string& name, const std::function<void()>& body) {
