@@ -4,9 +4,14 @@
 // visibly; `step5attn check [--portable]` is the full GPU matrix.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
+#include "cuda/attention/heuristics.h"
 #include "step5/attention.h"
+#include "step5/numerics.h"
+#include "step5/testing/device_memory.h"
 #include "step5/testing/sim.h"
 #include "step5/testing/step_buffers.h"
 
@@ -136,6 +141,71 @@ TEST(CudaBackend, PortableKernelsMatchOracle) {
   swa.window = 100;
   swa.kv_dtype = DType::fp8_e4m3;
   run_scenario(swa, options);
+}
+
+// The compact attention tiles (fewer cp.async stages, chosen where a GPU's
+// shared memory cannot hold the default D = 192 tiles, e.g. sm_86 / sm_89)
+// never run on Hopper by themselves: a plan whose schedule asks for them
+// must give the default tiles' output bit for bit (warps take the same
+// steps in the same order; only the copy depth differs).
+TEST(CudaBackend, CompactAttentionTilesMatchDefault) {
+  STEP5_REQUIRE_GPU();
+  const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda);
+  for (const DType kv : {DType::bf16, DType::fp8_e4m3}) {
+    LayerConfig c;
+    c.kind = LayerKind::swa;
+    c.num_heads = 16;
+    c.num_kv_heads = 2;
+    c.window = 300;
+    c.kv_dtype = kv;
+    const int64_t n = 400, blocks = 7;  // one request prefilling 400 tokens
+    sim::StepHost host;
+    host.query_start_loc = {0, static_cast<int32_t>(n)};
+    host.seq_lens = {static_cast<int32_t>(n)};
+    for (int32_t b = 0; b < blocks; ++b) host.block_table.push_back(b);
+    host.max_blocks = static_cast<int32_t>(blocks);
+    for (int64_t p = 0; p < n; ++p) host.slot_mapping.push_back(p);
+    host.ring_index = {0};
+    const sim::StepBuffers step(Device::cuda, host, n);
+
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal;
+    auto random_bf16 = [&](int64_t count) {
+      std::vector<uint16_t> v(static_cast<size_t>(count));
+      for (uint16_t& x : v) x = float_to_bf16(normal(rng));
+      return sim::DeviceBuffer::from(Device::cuda, v);
+    };
+    const int64_t H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
+    const sim::DeviceBuffer q = random_bf16(n * H * D), k = random_bf16(n * G * D),
+                            v = random_bf16(n * G * D);
+    const auto block_bytes = static_cast<int64_t>(cache_bytes_per_block(c));
+    sim::DeviceBuffer cache_blocks(Device::cuda, static_cast<size_t>(blocks * block_bytes));
+    const LayerCache cache =
+        packed_layer_cache(c, cache_blocks.data(), blocks, block_bytes, nullptr, 0, Device::cuda);
+    SwaInputs in;
+    in.query = TensorView::contiguous(q.data(), DType::bf16, {n, H, D}, Device::cuda);
+    in.key = TensorView::contiguous(k.data(), DType::bf16, {n, G, D}, Device::cuda);
+    in.value = TensorView::contiguous(v.data(), DType::bf16, {n, G, D}, Device::cuda);
+
+    auto run = [&](const StepPlan& plan) {
+      sim::DeviceBuffer workspace(Device::cuda, plan.workspace_bytes());
+      sim::DeviceBuffer out(Device::cuda, static_cast<size_t>(n * H * D) * 2);
+      LayerOutputs outputs;
+      outputs.output = TensorView::contiguous(out.data(), DType::bf16, {n, H, D}, Device::cuda);
+      const Workspace ws{workspace.data(), workspace.bytes()};
+      gpu->prepare_step(plan, ws, nullptr);
+      gpu->forward_swa(c, step.desc, plan, in, cache.kv, outputs, ws, nullptr);
+      return out.to_vector<uint16_t>(static_cast<size_t>(n * H * D));
+    };
+    const StepPlan plan = gpu->plan(step.desc, {c});
+    const bool fp8 = kv == DType::fp8_e4m3;
+    ASSERT_EQ(plan.schedule(c).attention_stages, cuda::attn::attention_stages(fp8));
+    StepPlan compact = plan;
+    compact.schedules[0].attention_stages = cuda::attn::attention_compact_stages(fp8);
+    const std::vector<uint16_t> expected = run(plan);
+    const std::vector<uint16_t> got = run(compact);
+    EXPECT_EQ(got, expected) << dtype_name(kv);
+  }
 }
 
 // Heads per group are a run-time value of the attention kernels: an
