@@ -22,7 +22,7 @@ fi
 # The CUDA backend builds when nvcc is present (CUDA toolkit from the
 # machine image); it is optional for the CPU build.
 if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
-  echo "setup: nvcc found, the cuda backend will be compiled for sm_90a"
+  echo "setup: nvcc found, the cuda backend will be compiled (STEP5_CUDA_ARCHS: sm_90a, compute_80, sm_100)"
 else
   echo "setup: no nvcc, building the cpu backend only"
 fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test suite on a fresh machine: set up, check formatting, build
-# (including the CUDA sources for sm_90a when nvcc is present, so a compile
-# error fails here), run the tests and say why any were skipped; install the
-# C++ package into a temporary prefix and build the examples and the README's
-# C++ quick start against it; rebuild the CPU tests with AddressSanitizer +
+# (including the CUDA sources when nvcc is present, for every default target:
+# sm_90a, compute_80 PTX, sm_100; so a compile error fails here), run the
+# tests and say why any were skipped; install the C++ package into a
+# temporary prefix and build the examples and the README's C++ quick start
+# against it; rebuild the CPU tests with AddressSanitizer +
 # UndefinedBehaviorSanitizer and run them again; run each libFuzzer target
 # (case files, JSON) for a bounded time from its seed corpus; build the Python wheel,
 # install it in a fresh venv with the pinned test dependencies, run pytest

@@ -10,6 +10,12 @@
 namespace step5 {
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
+  // Options every backend shares are checked here, whichever backend is
+  // asked for, so a bad value fails the same way in a CPU-only build.
+  const auto kernels = static_cast<unsigned>(options.cuda_kernels);
+  detail::require(
+      kernels <= static_cast<unsigned>(CudaKernels::portable), ErrorCode::invalid_argument,
+      "BackendOptions.cuda_kernels: expected automatic or portable, got the value ", kernels);
   if (kind == BackendKind::cpu) return cpu::make_cpu_backend(options);
 #if defined(STEP5_HAVE_CUDA)
   return cuda::make_cuda_backend(options);

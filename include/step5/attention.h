@@ -24,9 +24,25 @@ const char* backend_kind_name(BackendKind kind);
 // "cpu" or "cuda"; throws on anything else.
 BackendKind parse_backend_kind(const char* name);
 
+// Which kernels the cuda backend runs (the cpu backend has one path and
+// ignores it).
+//   automatic: the fastest set this GPU and this build have: on Hopper
+//     (compute capability 9.0, sm_90a in the build) the sm_90a kernels
+//     (tensor-core indexer on wgmma), on every other GPU of compute
+//     capability >= 8.0 the portable kernels.
+//   portable: the portable kernels on any GPU, Hopper included (the
+//     indexer's generic fp32 path, everything else as on Hopper: mma.sync
+//     and cp.async, sm_80 features). For checking that path on a Hopper GPU;
+//     slower there.
+enum class CudaKernels : uint8_t { automatic, portable };
+const char* cuda_kernels_name(CudaKernels kernels);
+// "auto" or "portable"; throws Error(invalid_argument) on anything else.
+CudaKernels parse_cuda_kernels(const char* name);
+
 struct BackendOptions {
   int num_threads = 0;  // cpu: worker threads; 0 = hardware concurrency
   int device_id = 0;    // cuda: the GPU to use
+  CudaKernels cuda_kernels = CudaKernels::automatic;  // cuda: which kernels (above)
 };
 
 // What a forward leaves to the caller (the seed's fusions and its split of
@@ -164,7 +180,9 @@ class Backend {
 };
 
 // Throws step5::Error(unsupported / device_error) when the backend cannot
-// run here (cuda: not built, no GPU, or not Hopper).
+// run here (cuda: not built, no GPU, a GPU of compute capability < 8.0, or
+// a build without code for the GPU), and Error(invalid_argument) for
+// options out of range.
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options = {});
 
 }  // namespace step5

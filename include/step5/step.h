@@ -85,12 +85,15 @@ struct PlanOptions {
 enum class IndexerPath : uint8_t {
   none,         // no row of the step has more than K closed regions
   tensor_core,  // sm_90a wgmma over (request, row block) work in tiles of regions
-  generic,      // fp32 FFMA, for shapes the tensor-core path does not take
+  generic,      // fp32 FFMA: shapes the tensor-core path does not take, GPUs
+                // other than Hopper, and CudaKernels::portable
 };
 const char* indexer_path_name(IndexerPath path);
 
 struct LayerSchedule {
   int32_t attention_splits = 1;  // split-KV partitions per (row, KV head)
+  int32_t attention_stages = 0;  // cp.async stages per warp of the attention
+                                 // kernel, from the GPU's shared memory (0: default)
   IndexerPath indexer = IndexerPath::none;
   int32_t indexer_rows_per_unit = 0;  // query rows whose G*I index queries form one N tile
   int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)

@@ -45,19 +45,25 @@ void bind_backend(nb::module_& m) {
   nb::class_<BackendHandle>(m, "Backend", "A cpu or cuda backend (step5::make_backend).")
       .def(
           "__init__",
-          [](BackendHandle* self, const std::string& kind, int num_threads, int device_id) {
+          [](BackendHandle* self, const std::string& kind, int num_threads, int device_id,
+             const std::string& cuda_kernels) {
             BackendOptions options;
             options.num_threads = num_threads;
             options.device_id = device_id;
+            options.cuda_kernels = parse_cuda_kernels(cuda_kernels.c_str());
             std::unique_ptr<Backend> backend =
                 make_backend(parse_backend_kind(kind.c_str()), options);
             const Placement placement{backend->device(), device_id};
             new (self) BackendHandle{std::move(backend), placement};
           },
           "kind"_a = "cpu", nb::kw_only(), "num_threads"_a = 0, "device_id"_a = 0,
+          "cuda_kernels"_a = "auto",
           "kind: 'cpu' or 'cuda'. num_threads: cpu worker threads (0 = all cores). "
-          "device_id: the GPU. Raises NotImplementedError when the backend cannot run here "
-          "(not built, no driver, no Hopper GPU) with what is missing.")
+          "device_id: the GPU. cuda_kernels: 'auto' (Hopper's sm_90a kernels on Hopper, the "
+          "portable ones elsewhere) or 'portable' (the portable kernels on any GPU). Raises "
+          "NotImplementedError when the backend cannot run here (not built, no driver, no GPU "
+          "of compute capability 8.0 or newer) with what is missing, ValueError for a bad "
+          "option.")
       .def_prop_ro(
           "kind",
           [](const BackendHandle& b) { return std::string(backend_kind_name(b.backend->kind())); })

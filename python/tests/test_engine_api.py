@@ -2,7 +2,7 @@
 only on the device (host upper bounds), padding requests, the forward
 flags, write_kv from a slot mapping alone, the static workspace bound and
 the BLNHC (layer-in-block) cache. Every kit: numpy on the cpu backend in CI,
-torch on cuda where a Hopper GPU is present. Outputs start as NaN."""
+torch on cuda where a usable GPU is present. Outputs start as NaN."""
 
 import numpy as np
 import pytest

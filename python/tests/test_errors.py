@@ -217,6 +217,12 @@ def test_unknown_backend_is_a_value_error():
         s5.Backend("tpu")
 
 
+def test_unknown_cuda_kernels_is_a_value_error():
+    with pytest.raises(ValueError, match=r"cuda kernels: expected auto or portable, got 'fast'"):
+        s5.Backend("cpu", cuda_kernels="fast")
+    assert s5.Backend("cpu", cuda_kernels="portable").kind == "cpu"  # cpu has one path
+
+
 def test_cuda_backend_that_cannot_run_here_is_not_implemented():
     if s5.cuda_unavailable_reason() is None:
         pytest.skip("the cuda backend runs here")

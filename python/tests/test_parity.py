@@ -1,6 +1,6 @@
 """The Python package against the library's oracle and an independent
 numpy reference, on every array kit (numpy and torch on the cpu backend,
-torch on cuda where a Hopper GPU is present)."""
+torch on cuda where a usable GPU is present)."""
 
 import numpy as np
 import pytest

@@ -24,8 +24,8 @@ char* at(Workspace ws, size_t offset) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const BackendOptions& options) : info_(require_hopper(options.device_id)) {
-    set_device(info_.device_id);
+  explicit CudaBackend(const BackendOptions& options)
+      : info_(require_device(options.device_id, options.cuda_kernels)) {
     STEP5_CUDA_CHECK(cudaEventCreateWithFlags(&staging_done_, cudaEventDisableTiming));
   }
   ~CudaBackend() override {
@@ -39,6 +39,8 @@ class CudaBackend final : public Backend {
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
 
   BackendKind kind() const override { return BackendKind::cuda; }
   Device device() const override { return kDev; }
@@ -122,8 +124,8 @@ class CudaBackend final : public Backend {
                          {"value", DType::bf16, kDev, {n, config.num_kv_heads, config.head_size}});
     detail::validate_kv_cache(config, kv, kDev);
     activate();
-    launch_kv_write(slot_write_params(config, slot_mapping, key, value, kv, nullptr), config.kv_dtype,
-                    to_cuda_stream(stream));
+    launch_kv_write(slot_write_params(config, slot_mapping, key, value, kv, nullptr),
+                    config.kv_dtype, to_cuda_stream(stream));
   }
 
   void update_summaries(const LayerConfig& config, const StepDesc& step, const StepPlan& plan,
@@ -286,7 +288,23 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
 }
 
 bool cuda_backend_available(int device_id, std::string* why) {
-  return hopper_available(device_id, why);
+  return device_available(device_id, why);
+}
+
+std::string cuda_backend_summary(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  detail::require(cuda != nullptr, ErrorCode::invalid_argument,
+                  "cuda_backend_summary: expected a cuda backend, got ",
+                  backend_kind_name(backend.kind()));
+  const DeviceInfo& d = cuda->info();
+  return detail::concat("GPU ", d.device_id, " '", d.name, "' (compute capability ", d.major, ".",
+                        d.minor, ", ", d.sm_count, " SMs, ", d.max_smem_per_block / 1024,
+                        " KB shared memory per block), kernels ", kernel_path_name(d.path));
+}
+
+bool cuda_backend_portable(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  return cuda != nullptr && cuda->info().path == KernelPath::portable;
 }
 
 }  // namespace step5::cuda

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/check.h"
 #include "cuda/attention/launch.h"
 #include "cuda/heuristics.h"
 #include "cuda/indexer/params.h"
@@ -32,6 +33,8 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
     return;
   }
   s.indexer = IndexerPath::generic;
+  // The tensor-core kernel is sm_90a code: only the Hopper path runs it.
+  if (device.path != KernelPath::hopper) return;
   const int G = c.num_kv_heads;
   const int heads = indexer_tc_heads();
   const int max_slots = 256 / heads;  // wgmma N <= 256
@@ -71,9 +74,21 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   // CSA attention runs once per scoring chunk, SWA once over the step.
   const int64_t rows = c.kind == LayerKind::csa ? plan.chunk_rows : plan.num_tokens;
   s.attention_splits = paged_attention_splits(c, rows, device.sm_count);
+  s.attention_stages = paged_attention_stages(c, device.max_smem_per_block);
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
   s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
   if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
+  if (s.indexer == IndexerPath::generic) {
+    // The generic kernel stages every index query of a row in shared
+    // memory: refuse at plan time what this GPU cannot hold (the portable
+    // path has less than Hopper), so no forward fails half-way.
+    const size_t generic_smem = indexer_generic_smem_bytes(c);
+    detail::require(generic_smem <= device.max_smem_per_block, ErrorCode::unsupported,
+                    "cuda backend indexer: G*I*Di*4 bytes of index queries in shared memory "
+                    "expected <= ",
+                    device.max_smem_per_block, " on this GPU, got ", generic_smem,
+                    " (G=", c.num_kv_heads, " I=", c.index_heads, " Di=", c.index_dim, ")");
+  }
   return s;
 }
 

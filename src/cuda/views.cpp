@@ -219,6 +219,7 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.block_size = config.block_size;
   p.softmax_scale = config.softmax_scale();
   p.num_splits = schedule.attention_splits;
+  p.stages = schedule.attention_stages;
   p.scratch = target.scratch;
   p.scratch_bytes = target.scratch_bytes;
   p.split_arrivals = target.split_arrivals;

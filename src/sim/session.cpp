@@ -371,9 +371,8 @@ StepOutput LayerSession::run(const StepInput& in) {
   std::vector<uint16_t> all = output.to_vector<uint16_t>(out_elems);
   const uint16_t padding_bits =
       has_flag(flags, ForwardFlags::skip_padding_zero) ? uint16_t{0xffff} : uint16_t{0};
-  result.padding_zero =
-      std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * hd), all.end(),
-                  [padding_bits](uint16_t b) { return b == padding_bits; });
+  result.padding_zero = std::all_of(all.begin() + static_cast<std::ptrdiff_t>(un * hd), all.end(),
+                                    [padding_bits](uint16_t b) { return b == padding_bits; });
   all.resize(un * hd);
   result.output = std::move(all);
   s.update_histories(in.request, in.query_start_loc, in.seq_lens, in.key.data(), in.value.data(),

@@ -16,7 +16,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 // The command needs something this machine lacks (a cuda backend in the
-// build, a driver, a Hopper GPU); distinct from 1 so scripts can skip.
+// build, a driver, a GPU of compute capability >= 8.0); distinct from 1 so scripts can skip.
 constexpr int kExitCannotRun = 3;
 
 // Thrown when a backend that was asked for explicitly cannot run here; the

@@ -9,7 +9,8 @@ namespace {
 // Exit codes of every command, from cli.h.
 constexpr const char* kExitCodes =
     "exit codes: 0 ok, 1 failure (a mismatch or an error), 2 bad usage,\n"
-    "            3 cannot run here (no cuda backend built, no driver, no Hopper GPU)\n";
+    "            3 cannot run here (no cuda backend built, no driver, no GPU of compute\n"
+    "              capability 8.0 or newer)\n";
 
 constexpr CommandHelp kHelp[] = {
     {"demo", "[--device cpu|cuda|auto] [--seed N] [--steps N] [--write-case FILE]",
@@ -40,25 +41,28 @@ constexpr CommandHelp kHelp[] = {
      "  --max-memory MIB        memory the replay may use (default 1024 MiB + 16 x the\n"
      "                          case's tensor bytes); a case that needs more is refused\n"
      "  -h, --help              this help\n"},
-    {"check", "[--quick | --tiny] [--filter A,B]",
+    {"check", "[--quick | --tiny] [--filter A,B] [--portable]",
      "check every cuda operation and layer forward against the cpu reference",
-     "On a Hopper GPU: every cuda operation and whole-layer forward against the cpu\n"
+     "On a GPU: every cuda operation and whole-layer forward against the cpu\n"
      "reference over a matrix of shapes, dtypes, MTP and paging cases, a decode\n"
      "step captured in a CUDA graph and replayed (also with padding requests), and\n"
      "the engine API cases (\"api: ...\": upper-bound lengths, padding requests,\n"
      "forward flags, write_kv from slots, the BLNHC cache, the workspace bound).\n"
-     "Ends with \"N passed, N failed\".\n"
+     "Prints the GPU and the kernel set first; ends with \"N passed, N failed\".\n"
      "\n"
      "options:\n"
      "  (none)                  the full matrix (several minutes)\n"
      "  --quick                 a covering subset (under a minute)\n"
      "  --tiny                  the few small cases run under compute-sanitizer\n"
      "  --filter A,B            only cases whose name contains A or B (e.g. api,graph)\n"
+     "  --portable              run the portable kernels (those of non-Hopper GPUs: the\n"
+     "                          generic indexer) even on Hopper, to check that path\n"
      "  -h, --help              this help\n"},
     {"bench",
      "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N]",
      "check the cuda attention against cpu, then time SPEC 9 workloads",
-     "On a Hopper GPU: phase 1 checks the cuda attention against the cpu backend;\n"
+     "On a GPU (figures are fractions of an H200): phase 1 checks the cuda attention against the "
+     "cpu backend;\n"
      "phase 2 times whole decode/verify steps of four layers captured in a CUDA graph,\n"
      "then per shape the attention operation and the whole layer step (one forward\n"
      "call), on the SPEC 9 reference workloads: medians of L2-cold runs, as fractions\n"

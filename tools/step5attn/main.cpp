@@ -84,7 +84,7 @@ int dispatch(const Command& c, int argc, char** argv) {
     }
     const std::string why = cuda_unavailable_reason();
     if (!why.empty()) {
-      print_error(c.name, "cannot run here: needs the cuda backend on a Hopper GPU: " + why);
+      print_error(c.name, "cannot run here: needs the cuda backend: " + why);
       return kExitCannotRun;
     }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace step5::cuda::attn {
@@ -45,6 +46,33 @@ constexpr int attention_threads() {
 // (latency-bound at the same step rate).
 constexpr int attention_stages(bool fp8) {
   return fp8 ? 4 : 2;
+}
+
+// GPUs with less shared memory than Hopper (227 KB per block): sm_80 has
+// 163 KB, sm_86 / sm_89 / sm_120 99 KB per block and 100 KB per SM, where
+// the default D = 192 tiles (~98 KB of stages, plus the page lists) do not
+// fit at all. There the compact tiles halve the depth: one CTA of default
+// depth would not fit, two compact CTAs per SM keep about the same bytes in
+// flight as one default CTA would. The plan picks the default depth when it
+// fits the device's opt-in limit, else the compact one (schedule.cpp).
+constexpr int attention_compact_stages(bool fp8) {
+  return fp8 ? 2 : 1;
+}
+// The smallest opt-in shared memory per block of any supported GPU
+// (compute capability 8.6, 8.9, 12.x: 99 KB); tiles that can exceed it get a
+// compact variant (tiles.h).
+constexpr size_t min_optin_smem() {
+  return 99 * 1024;
+}
+// Static shared memory of the kernel (warp counters, fault flag) that the
+// opt-in limit must also hold; a bound, checked against the device at plan
+// time with the dynamic bytes.
+constexpr size_t static_smem_reserve() {
+  return 256;
+}
+// config.topk's upper bound (validate_config): the largest CSA page list.
+constexpr int max_topk() {
+  return 4096;
 }
 
 // Shared-memory pitch of one token row (K || V). 16 extra bytes shift

@@ -4,11 +4,13 @@
 #include "cuda/attention/launch.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/check.h"
 #include "core/plan.h"
 #include "cuda/attention/heuristics.h"
 #include "cuda/attention/instances.h"
+#include "cuda/attention/tiles.h"
 #include "cuda/common/check.h"
 
 namespace step5::cuda {
@@ -96,8 +98,8 @@ void check_params(const PagedAttentionParams& p) {
           p.output_row_stride, ", ", p.output_head_stride);
 }
 
-// The one place where the run-time D becomes a compile-time parameter
-// (heads per group stay run-time: any 1..16 fits the M tile).
+// Heads per group stay run-time (any 1..16 fits the M tile); D becomes a
+// compile-time parameter in with_head_size below, the one switch on it.
 void require_supported(int head_size, int num_heads, int num_kv_heads) {
   const int hpg = num_heads / num_kv_heads;
   require(hpg >= 1 && hpg <= attn::mma_rows(), ErrorCode::unsupported,
@@ -107,19 +109,73 @@ void require_supported(int head_size, int num_heads, int num_kv_heads) {
           "paged attention: head size D expected 64, 128 or 192, got ", head_size);
 }
 
+// f(std::integral_constant<int, D>) for a supported head size (the launch
+// and the plan's tile-depth choice both go through here).
+template <class F>
+void with_head_size(int head_size, F&& f) {
+  switch (head_size) {
+    case 64: f(std::integral_constant<int, 64>{}); return;
+    case 128: f(std::integral_constant<int, 128>{}); return;
+    default: f(std::integral_constant<int, 192>{}); return;
+  }
+}
+
 void dispatch(const PagedAttentionParams& p, int splits, cudaStream_t stream) {
   require_supported(p.head_size, p.num_heads, p.num_kv_heads);
-  switch (p.head_size) {
-    case 64: attn::run_paged<64>(p, splits, stream); return;
-    case 128: attn::run_paged<128>(p, splits, stream); return;
-    default: attn::run_paged<192>(p, splits, stream); return;
-  }
+  with_head_size(p.head_size,
+                 [&](auto d) { attn::run_paged<decltype(d)::value>(p, splits, stream); });
 }
 
 }  // namespace
 
 void require_paged_attention_supports(const LayerConfig& config) {
   require_supported(config.head_size, config.num_heads, config.num_kv_heads);
+}
+
+namespace {
+
+// Dynamic shared memory of the tile for this layer, plus the static bound.
+template <class T>
+size_t tile_bytes(const LayerConfig& c) {
+  const int64_t max_pages = max_pages_of(T::kIsCsa, c.topk, c.window);
+  return T::smem_bytes(max_pages, attn::block_table_pages(max_pages)) + attn::static_smem_reserve();
+}
+
+template <int D, bool kFp8, bool kCsa>
+int stages_for(const LayerConfig& c, size_t max_smem) {
+  using Default = attn::Tile<D, kFp8, kCsa>;
+  const size_t need = tile_bytes<Default>(c);
+  if (need <= max_smem) return Default::kStages;
+  size_t compact_need = 0;
+  if constexpr (attn::has_compact_tile<D, kFp8, kCsa>()) {
+    using Compact = attn::Tile<D, kFp8, kCsa, attn::attention_compact_stages(kFp8)>;
+    compact_need = tile_bytes<Compact>(c);
+    if (compact_need <= max_smem) return Compact::kStages;
+  }
+  detail::fail(ErrorCode::unsupported,
+               concat("paged attention: shared memory per block expected >= ",
+                      compact_need > 0 ? compact_need : need, " bytes for D = ", D,
+                      kFp8 ? " fp8" : " bf16", kCsa ? " K = " : " W = ", kCsa ? c.topk : c.window,
+                      ", got ", max_smem, " on this GPU"));
+}
+
+template <int D>
+int stages_of(const LayerConfig& c, size_t max_smem) {
+  const bool fp8 = c.kv_dtype == DType::fp8_e4m3;
+  const bool csa = c.kind == LayerKind::csa;
+  if (fp8)
+    return csa ? stages_for<D, true, true>(c, max_smem) : stages_for<D, true, false>(c, max_smem);
+  return csa ? stages_for<D, false, true>(c, max_smem) : stages_for<D, false, false>(c, max_smem);
+}
+
+}  // namespace
+
+int paged_attention_stages(const LayerConfig& config, size_t max_smem) {
+  require_supported(config.head_size, config.num_heads, config.num_kv_heads);
+  int stages = 0;
+  with_head_size(config.head_size,
+                 [&](auto d) { stages = stages_of<decltype(d)::value>(config, max_smem); });
+  return stages;
 }
 
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count) {

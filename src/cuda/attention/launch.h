@@ -87,6 +87,9 @@ struct PagedAttentionParams {
   // num_rows, num_splits) bytes, 256-byte aligned, device; may be null when
   // that is 0.
   int32_t num_splits = 1;
+  // cp.async stages per warp: the plan's LayerSchedule::attention_stages
+  // (paged_attention_stages); 0 = the default depth.
+  int32_t stages = 0;
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
   // u32 [num_rows, G]: arrivals of each (row, group)'s splits; zero on
@@ -119,6 +122,12 @@ void launch_paged_attention(const PagedAttentionParams& params, cudaStream_t str
 // compiled kernel serves the layer (head size, heads per group); the plan
 // calls it so a forward never fails half-way.
 void require_paged_attention_supports(const LayerConfig& config);
+
+// cp.async stages per warp for a layer on a GPU whose opt-in shared memory
+// per block is `max_smem` bytes: the default depth when its tile fits, else
+// the compact depth (heuristics.h). Throws Error(unsupported) when neither
+// fits, naming the bytes needed.
+int paged_attention_stages(const LayerConfig& config, size_t max_smem);
 
 int paged_attention_splits(const LayerConfig& config, int64_t rows, int sm_count);
 size_t paged_attention_scratch_bytes(const LayerConfig& config, int64_t rows, int splits);

@@ -34,23 +34,45 @@ __device__ __forceinline__ float fp8_bits_to_float(uint8_t v) {
   return __half2float(__half(h));
 }
 
+// e4m3 -> f16 without the sm_89 conversion instruction (the compute_80
+// PTX that every pre-Hopper and future GPU JITs): `h` holds one e4m3 value
+// in the high byte of each half. Sign and the 7 magnitude bits moved one
+// place right are an f16 whose exponent is 8 below the e4m3 one (bias 15 vs
+// 7), subnormals included, so one exact f16x2 multiply by 2^8 rebases both.
+// The e4m3 NaN (magnitude 0x7f) would come out as 480: it is made NaN.
+__device__ __forceinline__ uint32_t e4m3_hi_bytes_to_f16x2_soft(uint32_t h) {
+  const uint32_t f = (h & 0x80008000u) | ((h & 0x7f007f00u) >> 1);
+  const __half2 v =
+      __hmul2(*reinterpret_cast<const __half2*>(&f), __half2(__half(256.0f), __half(256.0f)));
+  const uint32_t nan = __vcmpeq2(h & 0x7f007f00u, 0x7f007f00u);  // 0xffff per NaN half
+  return *reinterpret_cast<const uint32_t*>(&v) | (nan & 0x7fff7fffu);
+}
+
 // Two e4m3 values in the low 16 bits of `two` (low byte first) as f16x2,
-// exactly (one hardware conversion).
+// exactly (one hardware conversion on sm_89 and newer).
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  return e4m3_hi_bytes_to_f16x2_soft(((two & 0xffu) << 8) | ((two & 0xff00u) << 16));
+#else
   uint32_t h;
   asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
       : "=r"(h)
       : "r"(two));
   return h;
+#endif
 }
 
 // The same for the high 16 bits (no shift: the conversion reads the half).
 __device__ __forceinline__ uint32_t e4m3x2_hi_to_f16x2(uint32_t two) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  return e4m3_hi_bytes_to_f16x2_soft(((two >> 8) & 0xff00u) | (two & 0xff000000u));
+#else
   uint32_t h;
   asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
       : "=r"(h)
       : "r"(two));
   return h;
+#endif
 }
 
 // Two e4m3 values in the low 16 bits of `two` (low byte first) as bf16x2,
@@ -63,7 +85,13 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t two) {
   const uint32_t h = e4m3x2_to_f16x2(two);
   const uint32_t y = ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
   uint32_t v;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // bf16x2 multiply is sm_90; before, an fma adding -0 is the same product
+  // (the sign of a zero product is kept).
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(v) : "r"(y), "r"(0x77807780u), "r"(0x80008000u));
+#else
   asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(v) : "r"(y), "r"(0x77807780u));  // x 2^112
+#endif
   return v;
 }
 

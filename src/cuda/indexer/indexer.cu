@@ -64,6 +64,10 @@ __global__ void score_tail_kernel(const IndexerParams p) {
 
 }  // namespace
 
+size_t indexer_generic_smem_bytes(const LayerConfig& c) {
+  return generic_smem_bytes(c.num_kv_heads, c.index_heads, c.index_dim);
+}
+
 void launch_indexer(const IndexerParams& params, IndexerPath path, DType summary_dtype,
                     size_t max_smem, cudaStream_t stream) {
   if (params.num_rows == 0 || params.columns == 0 || path == IndexerPath::none) return;

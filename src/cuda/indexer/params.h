@@ -64,6 +64,9 @@ struct IndexerParams {
 // Dynamic shared memory of the tensor-core kernel for a layer (Di, summary
 // bytes per value), tile N and R requests, alignment slack included.
 size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests);
+// Dynamic shared memory of the generic kernel for a layer (every index
+// query of one row in fp32, and its weights).
+size_t indexer_generic_smem_bytes(const LayerConfig& config);
 // Whether the tensor-core kernel takes this layer shape at all (I <= 4,
 // Di 128, 256 or 512).
 bool indexer_tc_supports(const LayerConfig& config);

@@ -158,6 +158,14 @@ __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSm
 
 template <int N, class Storage>
 __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerParams p) {
+  // wgmma exists only on sm_90a: every other device target (the compute_80
+  // PTX, sm_100a) gets a body that traps, so the file compiles for them and
+  // the module loads. The schedule never picks this kernel there
+  // (common/arch.h); a launch anyway fails loudly instead of computing garbage.
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  (void)p;
+  __trap();
+#else
   constexpr bool kFp8 = Storage::kFp8;
   constexpr int M = mtiles(N);
   constexpr int kRegions = tile_regions(N);
@@ -253,6 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   }
   __syncthreads();
   flush_row_max<N>(p, L, base);
+#endif
 }
 
 }  // namespace step5::cuda::tc

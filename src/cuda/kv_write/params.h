@@ -42,4 +42,11 @@ void launch_kv_write(const KvWriteParams& params, DType kv_dtype, cudaStream_t s
 // in: f32 [count] device; out: u8 [count] device.
 void launch_fp8_convert(const float* in, uint8_t* out, int64_t count, cudaStream_t stream);
 
+// The attention's and indexer's e4m3 -> f16x2 / bf16x2 conversions
+// (numerics.cuh: one instruction from sm_89, an sm_80 fallback in the
+// compute_80 PTX) for every pair of bytes p = 0..65535: out[3p] =
+// e4m3x2_to_f16x2(p), out[3p + 1] = e4m3x2_hi_to_f16x2(p << 16),
+// out[3p + 2] = e4m3x2_to_bf16x2(p). out: u32 [3 * 65536] device.
+void launch_e4m3_widen(uint32_t* out, cudaStream_t stream);
+
 }  // namespace step5::cuda

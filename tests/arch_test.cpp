@@ -1,0 +1,177 @@
+// Beyond Hopper without a GPU: which kernel set a compute capability gets,
+// the cuda_kernels option's names and validation, and (CUDA builds) the
+// plan's choices for a GPU with less shared memory than Hopper.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda/attention/tiles.h"
+#include "cuda/common/arch.h"
+#include "step5/attention.h"
+#if defined(STEP5_HAVE_CUDA)
+#include "cuda/attention/launch.h"
+#include "cuda/schedule.h"
+#endif
+
+namespace step5 {
+namespace {
+
+using cuda::KernelPath;
+using cuda::select_kernel_path;
+
+TEST(KernelPath, HopperTakesItsKernelsOnlyWhenBuiltAndAsked) {
+  EXPECT_EQ(select_kernel_path(9, 0, true, CudaKernels::automatic), KernelPath::hopper);
+  // Forced portable, or a build without sm_90a SASS (the PTX JITs on 9.0).
+  EXPECT_EQ(select_kernel_path(9, 0, true, CudaKernels::portable), KernelPath::portable);
+  EXPECT_EQ(select_kernel_path(9, 0, false, CudaKernels::automatic), KernelPath::portable);
+}
+
+TEST(KernelPath, OtherSupportedGpusArePortable) {
+  // Ampere, Ada, Blackwell (datacenter and consumer): sm_90a code runs on
+  // 9.0 only, so every one of them takes the portable kernels.
+  for (const auto& [major, minor] :
+       {std::pair{8, 0}, {8, 6}, {8, 7}, {8, 9}, {10, 0}, {10, 3}, {11, 0}, {12, 0}, {12, 1}}) {
+    EXPECT_EQ(select_kernel_path(major, minor, true, CudaKernels::automatic), KernelPath::portable)
+        << major << "." << minor;
+  }
+}
+
+TEST(KernelPath, OlderThanAmpereIsRefusedNamingWhatIsSupported) {
+  for (const auto& [major, minor] : {std::pair{7, 5}, {7, 0}, {6, 1}}) {
+    try {
+      (void)select_kernel_path(major, minor, true, CudaKernels::automatic);
+      FAIL() << major << "." << minor << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::unsupported);
+      const std::string what = e.what();
+      EXPECT_NE(what.find("compute capability 8.0 or newer"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::to_string(major) + "." + std::to_string(minor)), std::string::npos)
+          << what;
+    }
+  }
+  EXPECT_TRUE(cuda::capability_problem(8, 0).empty());
+  EXPECT_FALSE(cuda::capability_problem(7, 5).empty());
+}
+
+TEST(CudaKernelsOption, NamesRoundTripAndBadNamesAreRefused) {
+  for (const CudaKernels k : {CudaKernels::automatic, CudaKernels::portable}) {
+    EXPECT_EQ(parse_cuda_kernels(cuda_kernels_name(k)), k);
+  }
+  for (const char* bad : {"", "Portable", "hopper", "automatic"}) {
+    try {
+      (void)parse_cuda_kernels(bad);
+      FAIL() << "'" << bad << "' was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("expected auto or portable"), std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_THROW((void)parse_cuda_kernels(nullptr), Error);
+}
+
+TEST(CudaKernelsOption, ValidatedByTheFactoryForEveryBackend) {
+  BackendOptions options;
+  options.num_threads = 1;
+  options.cuda_kernels = CudaKernels::portable;  // the cpu backend has one path
+  EXPECT_EQ(make_backend(BackendKind::cpu, options)->kind(), BackendKind::cpu);
+  options.cuda_kernels = static_cast<CudaKernels>(7);
+  for (const BackendKind kind : {BackendKind::cpu, BackendKind::cuda}) {
+    try {
+      (void)make_backend(kind, options);
+      FAIL() << "cuda_kernels 7 was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("BackendOptions.cuda_kernels"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Compact attention tiles exist exactly where the default one can exceed
+// the smallest supported GPU's shared memory (99 KB: sm_86, sm_89).
+TEST(AttentionTiles, CompactVariantsWhereDefaultsDoNotFit) {
+  using cuda::attn::has_compact_tile;
+  EXPECT_TRUE((has_compact_tile<192, false, true>()));
+  EXPECT_TRUE((has_compact_tile<192, true, true>()));
+  EXPECT_TRUE((has_compact_tile<192, false, false>()));
+  EXPECT_TRUE((has_compact_tile<192, true, false>()));
+  EXPECT_FALSE((has_compact_tile<128, false, true>()));
+  EXPECT_FALSE((has_compact_tile<128, true, true>()));
+  EXPECT_FALSE((has_compact_tile<64, false, true>()));
+  EXPECT_FALSE((has_compact_tile<64, true, false>()));
+}
+
+#if defined(STEP5_HAVE_CUDA)
+constexpr size_t kSm89Smem = 99 * 1024;   // sm_86 / sm_89 opt-in per block
+constexpr size_t kSm80Smem = 163 * 1024;  // sm_80
+constexpr size_t kSm90Smem = 227 * 1024;  // sm_90
+
+TEST(AttentionTiles, StagesFollowTheDeviceSharedMemory) {
+  LayerConfig c;  // D = 192, K = 512, bf16: ~98 KB of default stages
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm90Smem), cuda::attn::attention_stages(false));
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm80Smem), cuda::attn::attention_stages(false));
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem),
+            cuda::attn::attention_compact_stages(false));
+  c.kv_dtype = DType::fp8_e4m3;
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_compact_stages(true));
+  c.head_size = 128;  // fits 99 KB at its default depth
+  c.topk = 4096;
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_stages(true));
+  c.kv_dtype = DType::bf16;
+  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_stages(false));
+  // Less than any supported GPU has: refused, naming the bytes needed.
+  try {
+    (void)cuda::paged_attention_stages(c, 48 * 1024);
+    FAIL() << "48 KB was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("shared memory per block expected >="), std::string::npos)
+        << e.what();
+  }
+}
+
+// The schedule of a portable device (here an sm_89-like one, described by
+// hand: nothing below touches a GPU) takes the generic indexer for a shape
+// the Hopper path would run on tensor cores, and compact attention tiles.
+TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
+  LayerConfig c;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  // K = 512: the default D = 192 bf16 tile (98 KB of stages) plus its page
+  // lists no longer fits 99 KB.
+  c.topk = 512;
+  // One decode row at position 4799, 599 closed regions > K (the fields the
+  // schedule reads).
+  StepPlan plan;
+  plan.kind = StepKind::uniform;
+  plan.num_tokens = 1;
+  plan.num_requests = 1;
+  plan.query_len = 1;
+  plan.chunk_rows = 1;
+  plan.chunks = {ScoreChunk{{0, 1}, 599}};
+  cuda::DeviceInfo device;
+  device.sm_count = 84;
+  device.major = 8;
+  device.minor = 9;
+  device.max_smem_per_block = kSm89Smem;
+  device.path = cuda::KernelPath::portable;
+  const LayerSchedule s = cuda::schedule_layer(device, plan, c);
+  EXPECT_EQ(s.indexer, IndexerPath::generic);
+  EXPECT_EQ(s.attention_stages, cuda::attn::attention_compact_stages(false));
+  // A generic indexer that cannot stage its queries is refused at plan time.
+  c.num_kv_heads = 16;
+  c.num_heads = 16;
+  c.index_dim = 512;
+  try {
+    (void)cuda::schedule_layer(device, plan, c);
+    FAIL() << "G*I*Di*4 = 128 KB was accepted on a 99 KB GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("G*I*Di*4"), std::string::npos) << e.what();
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace step5
