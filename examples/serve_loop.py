@@ -560,7 +560,7 @@ def main(argv=None) -> int:
             engine.record(i, meta, host[i])
             reference, err, verdict = check_layer(c, meta, i, host[i], outs[i], selected[i], tol)
             failures += verdict != "ok"
-            seen[reference] = seen.get(reference, 0) + 1
+            seen[reference + " checks"] = seen.get(reference + " checks", 0) + 1
             print(f"{step:>4} {meta.kind:<7} {path:<13} {len(meta.requests):>4} {n:>4} "
                   f"{int(meta.seq_lens.max()):>7} {c.kind:<5} {reference:<9} {err:>9.2e}  "
                   f"{verdict}")
