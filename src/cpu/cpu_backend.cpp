@@ -79,6 +79,10 @@ class CpuBackend final : public Backend {
 
   void prepare_step(const StepPlan& plan, Workspace workspace, Stream) override {
     detail::validate_workspace(plan, workspace);
+    // The cpu backend throws instead of recording faults, but the status
+    // word must still read zero after prepare_step, as on cuda (contract.md).
+    *reinterpret_cast<DeviceStatus*>(static_cast<std::byte*>(workspace.data) +
+                                     plan.workspace.status_offset) = DeviceStatus{};
     auto* meta = reinterpret_cast<int32_t*>(static_cast<std::byte*>(workspace.data) +
                                             plan.workspace.row_meta_offset);
     const auto n = static_cast<size_t>(plan.num_tokens);

@@ -12,5 +12,6 @@ int run_replay(int argc, char** argv);   // SPEC 10 case files
 int run_version(int argc, char** argv);  // library version
 int run_bench(int argc, char** argv);    // cuda attention check + timings (SPEC 9)
 int run_check(int argc, char** argv);    // cuda backend vs cpu reference on this GPU
+int run_soak(int argc, char** argv);     // long bounded run vs a reference, determinism
 
 }  // namespace step5::tool

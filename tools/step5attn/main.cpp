@@ -29,7 +29,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"demo", run_demo, false},  {"replay", run_replay, false}, {"version", run_version, false},
-    {"bench", run_bench, true}, {"check", run_check, true},
+    {"bench", run_bench, true}, {"check", run_check, true},    {"soak", run_soak, false},
 };
 
 bool is_help(const char* arg) {
