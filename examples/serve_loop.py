@@ -14,6 +14,10 @@ runs, with the engine-side bookkeeping spelled out:
 - chunked prefill under a token budget, decode (1 row) and MTP verify
   (k + 1 rows) with drafts rejected at random, whose positions the next step
   writes again;
+- a mixed step right after a verify planned from upper bounds of the
+  lengths, as an engine with asynchronous scheduling must (it schedules
+  before it knows how many drafts were accepted), the exact lengths being
+  on the device only;
 - uniform decode/verify steps through CUDA graphs captured once at start-up
   for the full batch and replayed with new contents, fewer live requests
   being padded with zero-length padding requests (on --device cpu the same
@@ -123,6 +127,9 @@ class Request:
     # Positions whose tokens are final. Rows past it that an earlier verify
     # wrote (rejected drafts) stay in the cache until a later step rewrites them.
     computed: int = 0
+    # Drafts its latest verify rejected: what an asynchronous scheduler
+    # cannot know yet when it plans the request's next step.
+    last_rejected: int = 0
     histories: List[History] = field(default_factory=list)
 
     @property
@@ -143,6 +150,7 @@ class StepMeta:
     counts: List[int]  # rows of each request
     query_start_loc: np.ndarray  # i32 [R+1]
     seq_lens: np.ndarray  # i32 [R], lengths after the step
+    seq_lens_bound: np.ndarray  # i32 [R], what an async scheduler knows: >= seq_lens
     block_table: np.ndarray  # i32 [R, MAX_BLOCKS]
     slot_mapping: np.ndarray  # i64 [n]: block * B + offset of each row
     ring_index: np.ndarray  # i32 [R]: the request's slot
@@ -224,21 +232,27 @@ class Engine:
 
     def build_meta(self, plan, kind: str) -> StepMeta:
         B = BLOCK_SIZE
-        qsl, lens, slots, rows, rings = [0], [], [], [], []
+        qsl, lens, bounds, slots, rows, rings = [0], [], [], [], [], []
         for req, start, count in plan:
             end = start + count
-            # Blocks for every position the step writes, drafts included.
-            while len(req.blocks) * B < end:
+            # Had every draft of the previous verify been accepted, the step
+            # would end this far: the length an asynchronous scheduler plans for.
+            bound = end + req.last_rejected
+            # Blocks for every position the step may write, drafts included
+            # (the block table must cover the bound).
+            while len(req.blocks) * B < bound:
                 block = self.allocator.allocate()
                 self.slot_block_table[req.slot, len(req.blocks)] = block
                 req.blocks.append(block)
             qsl.append(qsl[-1] + count)
             lens.append(end)
+            bounds.append(bound)
             slots.extend(req.blocks[p // B] * B + p % B for p in range(start, end))
             rows.append(self.slot_block_table[req.slot])
             rings.append(req.slot)
         return StepMeta([p[0] for p in plan], [p[1] for p in plan], [p[2] for p in plan],
                         np.array(qsl, np.int32), np.array(lens, np.int32),
+                        np.array(bounds, np.int32),
                         np.array(rows, np.int32).reshape(len(plan), MAX_BLOCKS),
                         np.array(slots, np.int64), np.array(rings, np.int32), kind)
 
@@ -248,6 +262,7 @@ class Engine:
         again by the next step. Returns the drafts rejected."""
         rejected = 0
         for req, start, count in zip(meta.requests, meta.starts, meta.counts):
+            req.last_rejected = 0
             if req.prefilling:
                 req.computed = start + count
             elif count == 1:
@@ -255,7 +270,8 @@ class Engine:
             else:
                 accepted = int(self.rng.integers(0, count))  # drafts accepted, 0..k
                 req.computed = start + 1 + accepted  # the step's first row + accepted drafts
-                rejected += count - 1 - accepted
+                req.last_rejected = count - 1 - accepted
+                rejected += req.last_rejected
         for req in [r for r in self.running if r.done]:
             self.running.remove(req)
             self.allocator.release(req.blocks)
@@ -534,16 +550,24 @@ def main(argv=None) -> int:
             path = "graph" if args.device == "cuda" else "replayed"
             path += f"+{pad}pad" if pad else ""
         else:
-            # A mixed step: planned now from exact host copies (which also lets
-            # the planner check block ids and ring entries), then run eagerly.
+            # A mixed step: planned now from host copies (which also lets the
+            # planner check block ids and ring entries), then run eagerly.
             d = lambda a: torch.from_numpy(a).to(args.device)  # noqa: E731
+            h = torch.from_numpy
+            # Right after a verify that rejected drafts, plan as an engine with
+            # asynchronous scheduling does: the host copy holds upper bounds of
+            # the lengths (every draft accepted), the device array the exact
+            # ones (there the previous step's sampler would have written them).
+            # The host cannot know the rows' positions then, so the slot
+            # mapping goes without a host copy.
+            bounded = bool((meta.seq_lens_bound > meta.seq_lens).any())
             eager.plan(d(meta.query_start_loc), d(meta.seq_lens), d(meta.block_table),
                        d(meta.slot_mapping), d(meta.ring_index),
-                       query_start_loc_cpu=torch.from_numpy(meta.query_start_loc),
-                       seq_lens_cpu=torch.from_numpy(meta.seq_lens),
-                       block_table_cpu=torch.from_numpy(meta.block_table),
-                       slot_mapping_cpu=torch.from_numpy(meta.slot_mapping),
-                       ring_index_cpu=torch.from_numpy(meta.ring_index))
+                       query_start_loc_cpu=h(meta.query_start_loc),
+                       seq_lens_cpu=h(meta.seq_lens_bound if bounded else meta.seq_lens),
+                       seq_lens_upper_bound=bounded, block_table_cpu=h(meta.block_table),
+                       slot_mapping_cpu=None if bounded else h(meta.slot_mapping),
+                       ring_index_cpu=h(meta.ring_index))
             outs, selected = [], []
             for i, c in enumerate(layers):
                 x = {k: v.to(args.device) for k, v in host[i].items()}
@@ -553,7 +577,7 @@ def main(argv=None) -> int:
                 run_layer(eager, c, x, engine.kv_caches[i], engine.rings[i], out, sel)
                 outs.append(out)
                 selected.append(sel)
-            path = "eager"
+            path = "eager+bound" if bounded else "eager"
         if args.device == "cuda":
             torch.cuda.synchronize()
         for i, c in enumerate(layers):
@@ -567,6 +591,8 @@ def main(argv=None) -> int:
         rejected = engine.finish_step(meta)
         seen["rejected drafts"] = seen.get("rejected drafts", 0) + rejected
         seen[path.split("+")[0] + " steps"] = seen.get(path.split("+")[0] + " steps", 0) + 1
+        if path == "eager+bound":
+            seen["planned from length bounds"] = seen.get("planned from length bounds", 0) + 1
 
     print("serve_loop: " + ", ".join(f"{v} {k}" for k, v in sorted(seen.items())))
     if failures:

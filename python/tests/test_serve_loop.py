@@ -28,12 +28,13 @@ def serve_loop(monkeypatch):
 
 @pytest.mark.parametrize("kv_dtype", ["bf16", "fp8_e4m3"])
 def test_serve_loop_on_the_cpu_backend(serve_loop, capsys, kv_dtype):
-    # 16 steps: prefill chunks, mixed steps with verify rows, replayed
-    # verify and decode steps, CSA past its dense range.
+    # 16 steps: prefill chunks, mixed steps with verify rows (one planned
+    # from length bounds after rejected drafts), replayed verify and decode
+    # steps, CSA past its dense range.
     assert serve_loop.main(["--device", "cpu", "--kv-dtype", kv_dtype, "--steps", "16"]) == 0
     printed = capsys.readouterr().out
-    for what in ("prefill", "mixed", "verify", "decode", "replayed", "sdpa", "oracle",
-                 "every step matched"):
+    for what in ("prefill", "mixed", "verify", "decode", "replayed", "eager+bound", "sdpa",
+                 "oracle", "every step matched"):
         assert what in printed, what
 
 
