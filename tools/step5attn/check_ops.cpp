@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "core/check.h"
-#include "cuda/common/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/oracle.h"
@@ -54,11 +53,13 @@ std::string check_padded_regions(const OpsState& s, const std::vector<float>& wa
   sim::DeviceBuffer copy(kGpu, static_cast<size_t>(from.num_blocks * padded.block_stride));
   padded.data = copy.data();
   for (int64_t b = 0; b < from.num_blocks; ++b) {
-    STEP5_CUDA_CHECK(cudaMemcpy2D(static_cast<char*>(copy.data()) + b * padded.block_stride,
-                                  static_cast<size_t>(padded.region_stride),
-                                  static_cast<const char*>(from.data) + b * from.block_stride,
-                                  static_cast<size_t>(from.region_stride), static_cast<size_t>(row),
-                                  static_cast<size_t>(per_block), cudaMemcpyDeviceToDevice));
+    const cudaError_t err =
+        cudaMemcpy2D(static_cast<char*>(copy.data()) + b * padded.block_stride,
+                     static_cast<size_t>(padded.region_stride),
+                     static_cast<const char*>(from.data) + b * from.block_stride,
+                     static_cast<size_t>(from.region_stride), static_cast<size_t>(row),
+                     static_cast<size_t>(per_block), cudaMemcpyDeviceToDevice);
+    if (err != cudaSuccess) return concat("padded summary copy: ", cudaGetErrorString(err));
   }
   sim::DeviceBuffer scores(kGpu, static_cast<size_t>(n * G * S) * 4);
   s.cuda->indexer_scores(c, *s.desc, *s.plan, {0, n}, s.index_query, s.index_weight, padded,
