@@ -98,6 +98,7 @@ struct LayerSchedule {
   int32_t indexer_rows_per_unit = 0;  // query rows whose G*I index queries form one N tile
   int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)
   int32_t indexer_ctas = 0;           // persistent grid of the indexer
+  int32_t indexer_stages = 0;         // summary tiles in each indexer CTA's pipeline
   size_t scratch_bytes = 0;           // backend scratch this layer needs
   size_t counters_bytes = 0;          // backend counters that start and stay zero
 };

@@ -58,13 +58,22 @@ constexpr int indexer_tc_tile_regions() {
 constexpr int indexer_tc_heads() {
   return 4;
 }
-// Stages of summary tiles per CTA. 64-region tiles (16 KB of fp8 Di=256):
-// three, one being read and two in flight. 128-region tiles (two M-tiles,
-// 32 KB): two, so two CTAs still share an SM (2 x ~80 KB of shared memory)
-// with 64 KB in flight per SM, twice the ~32 KB/SM that 4.3 TB/s needs at
-// ~1 us of latency.
-constexpr int indexer_tc_stages(int mtiles) {
-  return mtiles == 2 ? 2 : 3;
+// Stages of summary tiles per CTA, chosen by the plan from the shared
+// memory left next to the query operand: while one stage is read, the
+// others are in flight, and 4.3 TB/s at ~1-2 us of loaded latency needs
+// 32-64 KB in flight per SM. The planner keeps indexer_tc_target_ctas()
+// CTAs per SM (one warpgroup's MMAs and epilogue overlap the other's
+// waits) and gives each as many stages as then fit, up to the maximum;
+// when even the minimum does not fit that many CTAs, one CTA per SM takes
+// as many stages as fit.
+constexpr int indexer_tc_min_stages() {
+  return 2;
+}
+constexpr int indexer_tc_max_stages() {
+  return 6;
+}
+constexpr int indexer_tc_target_ctas() {
+  return 2;
 }
 constexpr int indexer_tc_max_index_dim() {
   return 512;

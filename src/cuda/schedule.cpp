@@ -51,19 +51,34 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   // Fewer slots when the query operand would not fit next to the stages
   // (2 KB kept for the kernel's static shared memory).
   const size_t budget = device.max_smem_per_block - 2048;
-  while (slots >= 8 && indexer_tc_smem_bytes(slots * heads, c.index_dim, summary_bytes,
-                                             plan.num_requests) > budget) {
-    slots /= 2;
-  }
+  auto smem_of = [&](int tile_n, int stages) {
+    return indexer_tc_smem_bytes(tile_n, c.index_dim, summary_bytes, plan.num_requests, stages);
+  };
+  while (slots >= 8 && smem_of(slots * heads, indexer_tc_min_stages()) > budget) slots /= 2;
   if (slots < 8 || slots < G) return;
+  const int tile_n = slots * heads;
+  // Stages (heuristics.h): the most that keep the target CTAs per SM, else
+  // the most that fit one CTA. A persistent grid: as many CTAs as fit on
+  // the device at once.
+  int stages = 0, per_sm = 0;
+  for (int target : {indexer_tc_target_ctas(), 1}) {
+    for (int k = indexer_tc_max_stages(); k >= indexer_tc_min_stages() && stages == 0; --k) {
+      const size_t smem = smem_of(tile_n, k);
+      if (smem > budget) continue;
+      const int fit = indexer_tc_ctas_per_sm(tile_n, c.summary_dtype, smem);
+      if (fit >= target) {
+        stages = k;
+        per_sm = fit;
+      }
+    }
+    if (stages != 0) break;
+  }
+  if (stages == 0) return;  // not even one CTA resident: the generic path
   s.indexer = IndexerPath::tensor_core;
-  s.indexer_tile_n = slots * heads;
+  s.indexer_tile_n = tile_n;
   s.indexer_rows_per_unit = static_cast<int32_t>(std::min<int64_t>(rows, slots / G));
-  // A persistent grid: as many CTAs as fit on the device at once.
-  const size_t smem =
-      indexer_tc_smem_bytes(s.indexer_tile_n, c.index_dim, summary_bytes, plan.num_requests);
-  const int per_sm = indexer_tc_ctas_per_sm(s.indexer_tile_n, c.summary_dtype, smem);
-  s.indexer_ctas = device.sm_count * std::max(1, per_sm);
+  s.indexer_stages = stages;
+  s.indexer_ctas = device.sm_count * per_sm;
 }
 
 }  // namespace

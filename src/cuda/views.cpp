@@ -40,6 +40,14 @@ T* ptr(const TensorView& v) {
   return static_cast<T*>(v.data);
 }
 
+// log2(x) for a power of two x > 0, else -1 (kernels then divide).
+int32_t log2_if_power_of_two(int32_t x) {
+  if (x <= 0 || (x & (x - 1)) != 0) return -1;
+  int32_t log2 = 0;
+  while ((1 << log2) < x) ++log2;
+  return log2;
+}
+
 int32_t block_table_cols(const StepDesc& step) {
   return static_cast<int32_t>(step.block_table.shape[1]);
 }
@@ -171,12 +179,14 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
   p.index_heads = config.index_heads;
   p.index_dim = config.index_dim;
   p.block_size = config.block_size;
+  p.block_shift = log2_if_power_of_two(config.block_size / 8);
   p.skip_topk = skip_topk;
   // Forwards never read past C; the single operation writes the tail itself.
   p.fill_tail = false;
   p.rows_per_unit = schedule.indexer_rows_per_unit;
   p.tile_n = schedule.indexer_tile_n;
   p.ctas = schedule.indexer_ctas;
+  p.stages = schedule.indexer_stages;
   p.guard = {summaries.num_blocks, block_table_cols(step), status};
   return p;
 }

@@ -151,6 +151,12 @@ std::vector<Case> cases() {
                   {3000, 70}, true, 1),
       decode_case("csa G1 H4 D64 B32 K16 decode", csa(1, 4, 64, 32, 16, bf, bf, 0), {900, 5}, false,
                   1),
+      // B / 8 = 3 regions per block, not a power of two: the indexer's
+      // block lookups divide instead of shifting.
+      scenario_case("csa G4 H16 D128 B24 K16 kv=fp8", csa(4, 4, 128, 24, 16, f8, f8, 0),
+                    scenario(3, 100, 700, true), 1),
+      decode_case("csa G4 H16 D128 B24 K16 verify mtp=3", csa(4, 4, 128, 24, 16, bf, f8, 3),
+                  {700, 30}, true, 0),
       scenario_case("swa G3 H15 D128 B16 W100 kv=fp8 mtp=3", swa(3, 5, 128, 16, 100, f8, 3),
                     scenario(2, 60, 400, true), 1),
       decode_case("swa G2 H24 D192 B64 W512 decode", swa(2, 12, 192, 64, 512, bf, 0), {2000, 3},

@@ -48,6 +48,7 @@ struct IndexerParams {
   int32_t index_heads = 0;      // I
   int32_t index_dim = 0;        // Di, a multiple of 8, <= 1024
   int32_t block_size = 0;       // B
+  int32_t block_shift = -1;     // log2(B / 8) when B / 8 is a power of two, else -1
   int32_t skip_topk = -1;       // rows with C <= skip_topk are not scored (-1: none;
                                 // forward passes K: selection reads no scores there)
   bool fill_tail = true;        // generic path: write -inf for C <= j < columns
@@ -56,14 +57,17 @@ struct IndexerParams {
   int32_t rows_per_unit = 0;  // query rows per work unit
   int32_t tile_n = 0;         // wgmma N (32, 64, 128 or 256)
   int32_t ctas = 0;           // persistent grid
+  int32_t stages = 0;         // summary tiles per CTA's pipeline, >= 2
 
   DeviceGuard guard;  // num_blocks of the summary cache, block-table width; a region
                       // whose block faults scores as zeros
 };
 
 // Dynamic shared memory of the tensor-core kernel for a layer (Di, summary
-// bytes per value), tile N and R requests, alignment slack included.
-size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests);
+// bytes per value), tile N, R requests and a stage count, alignment slack
+// included.
+size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests,
+                             int stages);
 // Dynamic shared memory of the generic kernel for a layer (every index
 // query of one row in fp32, and its weights).
 size_t indexer_generic_smem_bytes(const LayerConfig& config);

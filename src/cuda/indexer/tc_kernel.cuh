@@ -169,12 +169,12 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   constexpr bool kFp8 = Storage::kFp8;
   constexpr int M = mtiles(N);
   constexpr int kRegions = tile_regions(N);
-  constexpr int kStages = stages(N);
   extern __shared__ unsigned char smem_raw[];
   // Aligned by pointer arithmetic on the shared array (not through an
   // integer), so the compiler still knows every access below is shared.
   unsigned char* base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-  const IndexerSmem L = indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests);
+  const IndexerSmem L =
+      indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests, p.stages);
   int32_t* prefix = reinterpret_cast<int32_t*>(base + L.prefix);
   int32_t* cmax = reinterpret_cast<int32_t*>(base + L.cmax);
   const int32_t R = p.rows.num_requests;
@@ -188,36 +188,32 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   const int row0 = 16 * warp + lane / 4;  // A rows row0 and row0 + 8 of each M-tile
   const uint32_t query_addr = smem_addr(base + L.query);
   const int atoms = p.index_dim / 64;
-  const Stages<kStages> pipe{begin, smem_addr(base + L.stages), L.tile_bytes,
-                             smem_addr(base + L.full)};
+  const int stages = p.stages;
+  const Stages pipe{stages, smem_addr(base + L.stages), L.tile_bytes, smem_addr(base + L.full)};
   const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
   const bool packed = p.summary_region_stride == row_bytes;
-  // Summary offsets and copy runs of tiles in flight: slot t % kStages
-  // holds tile t's, looked up an iteration before tile t is issued.
+  // Summary offsets and copy runs of tiles in flight, a slot per stage:
+  // tile i's are looked up an iteration before tile i is issued.
   int64_t* offsets = reinterpret_cast<int64_t*>(base + L.offsets);
   int32_t* runs = reinterpret_cast<int32_t*>(base + L.runs);
-  auto offsets_of = [&](int32_t index) { return offsets + pipe.stage(index) * kRegions; };
-  auto runs_of = [&](int32_t index) { return runs + pipe.stage(index) * kRegions; };
+  auto offsets_of = [&](int stage) { return offsets + stage * kRegions; };
+  auto runs_of = [&](int stage) { return runs + stage * kRegions; };
 
-  // Prologue: the stages' barriers, the first kStages - 1 tiles in flight,
+  // Prologue: the stages' barriers, the first stages - 1 tiles in flight,
   // the next one looked up.
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) bulk::init(pipe.full_bar(begin + s), kThreads);
+    for (int s = 0; s < stages; ++s) bulk::init(pipe.full_bar(s), kThreads);
     bulk::fence_init();
   }
   Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
-  for (int s = 0; s < kStages && begin + s < end; ++s) {
-    store_offset(p, fetch_lookup(p, cmax, look, kRegions, packed), kRegions, offsets_of(begin + s),
-                 runs_of(begin + s));
+  for (int s = 0; s < stages && begin + s < end; ++s) {
+    store_offset(p, fetch_lookup(p, cmax, look, kRegions, packed), kRegions, offsets_of(s),
+                 runs_of(s));
     look.advance(prefix, cmax, R, kRegions);
   }
   __syncthreads();
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (begin + s < end) {
-      issue_tile(p, offsets_of(begin + s), runs_of(begin + s), kRegions, row_bytes, pipe,
-                 begin + s);
-    }
+  for (int s = 0; s < stages - 1; ++s) {
+    if (begin + s < end) issue_tile(p, offsets_of(s), runs_of(s), kRegions, row_bytes, pipe, s);
   }
 
   float acc[M][N / 2];
@@ -229,15 +225,19 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   Cursor cur = Cursor::at(prefix, cmax, R, kRegions, begin);
   Cursor staged;  // request -1: nothing staged yet
   bool use_f16 = false;
+  StageCursor read;  // the stage of tile `index`
   for (int32_t index = begin; index < end; ++index) {
-    bulk::wait(pipe.full_bar(index), pipe.phase(index));  // tile `index` landed
-    __syncthreads();  // every thread is done with stage (index - 1)
-    const int32_t ahead = index + kStages - 1;
+    bulk::wait(pipe.full_bar(read.stage), read.phase);  // tile `index` landed
+    __syncthreads();  // every thread is done with the previous stage
+    // Tile ahead = index + stages - 1 goes into the stage read last
+    // iteration; tile ahead + 1 reuses this one's slot of offsets, used
+    // long ago: its block ids load during this tile's MMAs and are stored
+    // after them.
+    const int32_t ahead = index + stages - 1;
     if (ahead < end) {
-      issue_tile(p, offsets_of(ahead), runs_of(ahead), kRegions, row_bytes, pipe, ahead);
+      const int s = pipe.previous(read.stage);
+      issue_tile(p, offsets_of(s), runs_of(s), kRegions, row_bytes, pipe, s);
     }
-    // Tile ahead + 1 reuses the slot of tile index, issued long ago; its
-    // block ids load during this tile's MMAs and are stored after them.
     PendingLookup next;
     if (ahead + 1 < end) {
       next = fetch_lookup(p, cmax, look, kRegions, packed);
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
       use_f16 = stage_block<N>(p, L, base, cur, kFp8);
       staged = cur;
     }
-    const unsigned char* stage = base + L.stages + pipe.stage(index) * L.tile_bytes;
+    const unsigned char* stage = base + L.stages + read.stage * L.tile_bytes;
     if (kFp8 && use_f16) {
       mainloop<N, M, kFp8, kFp8>(stage, row_bytes, row0, lane % 4, atoms, query_addr, acc);
     } else {
@@ -257,7 +257,10 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
     }
     epilogue<N, M>(p, L, base, cur.tile * kRegions, warp, lane, acc);
     cur.advance(prefix, cmax, R, kRegions);
-    if (ahead + 1 < end) store_offset(p, next, kRegions, offsets_of(ahead + 1), runs_of(ahead + 1));
+    if (ahead + 1 < end) {
+      store_offset(p, next, kRegions, offsets_of(read.stage), runs_of(read.stage));
+    }
+    read.advance(stages);
   }
   __syncthreads();
   flush_row_max<N>(p, L, base);

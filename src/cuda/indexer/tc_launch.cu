@@ -8,9 +8,11 @@
 
 namespace step5::cuda {
 
-size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests) {
+size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests,
+                             int stages) {
   // 1024 bytes of slack to align the base for the swizzled query atoms.
-  return tc::indexer_smem_layout(tile_n, index_dim, summary_bytes, num_requests).total + 1024u;
+  return tc::indexer_smem_layout(tile_n, index_dim, summary_bytes, num_requests, stages).total +
+         1024u;
 }
 
 bool indexer_tc_supports(const LayerConfig& c) {
@@ -57,15 +59,17 @@ int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
 void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_smem,
                        cudaStream_t stream) {
   const int bytes = summary_dtype == DType::fp8_e4m3 ? 1 : 2;
-  const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests);
+  const size_t smem =
+      indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests, p.stages);
   detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 &&
+                      p.stages >= indexer_tc_min_stages() && p.stages <= indexer_tc_max_stages() &&
                       p.index_heads <= indexer_tc_heads() && p.index_dim >= 128 &&
                       (p.index_dim & (p.index_dim - 1)) == 0,
                   ErrorCode::invalid_argument,
                   "cuda backend indexer: the plan's tensor-core schedule does not fit this "
                   "launch (smem ",
                   smem, " of ", max_smem, ", ctas ", p.ctas, ", rows per unit ", p.rows_per_unit,
-                  "); plan the step with the backend that runs it");
+                  ", stages ", p.stages, "); plan the step with the backend that runs it");
   with_kernel(p.tile_n, summary_dtype, [&](auto* kernel) {
     allow_max_smem(kernel);
     kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_threads(), smem, stream>>>(p);

@@ -32,22 +32,22 @@
 
 namespace step5::cuda::tc {
 
-// wgmma M-tiles (64 regions each) per pipeline tile: two at N = 32 (decode),
-// so each barrier, copy and lookup serves 128 regions; one from N = 64 on,
-// where two (with their A fragments, double buffered) would spill.
+// wgmma M-tiles (64 regions each) per pipeline tile: two at N = 32
+// (decode), so each barrier, copy and lookup serves 128 regions; one from
+// N = 64 on, where two (with their A fragments, double buffered) would
+// spill. Measured at 128K b32 decode (H200): 64-region tiles with five
+// stages made the indexer slower (98-110 us) than 128-region tiles with
+// two (70 us): the cost is per tile, not bytes in flight.
 constexpr int mtiles(int tile_n) {
   return tile_n <= 32 ? 2 : 1;
 }
 constexpr int tile_regions(int tile_n) {
   return mtiles(tile_n) * indexer_tc_tile_regions();
 }
-constexpr int stages(int tile_n) {
-  return indexer_tc_stages(mtiles(tile_n));
-}
 
 // Shared memory of one CTA; byte offsets from a 1024-byte aligned base.
-// Sizes depend on N, Di and R at run time, so this is a layout computed
-// once per launch rather than a struct of arrays.
+// Sizes depend on N, Di, R and the stage count at run time, so this is a
+// layout computed once per launch rather than a struct of arrays.
 struct IndexerSmem {
   uint32_t query;      // B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
   uint32_t stages;     // summary tiles: [stages][tile regions][Di * summary bytes]
@@ -73,14 +73,15 @@ __host__ __device__ inline uint32_t align_to(uint32_t x, uint32_t a) {
 }
 
 __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index_dim,
-                                                           int summary_bytes, int num_requests) {
+                                                           int summary_bytes, int num_requests,
+                                                           int stages) {
   const uint32_t slots = static_cast<uint32_t>(tile_n / indexer_tc_heads());
   const auto regions = static_cast<uint32_t>(tile_regions(tile_n));
   IndexerSmem s{};
   s.query = 0;
   s.tile_bytes = regions * static_cast<uint32_t>(index_dim * summary_bytes);
   s.stages = align_to(static_cast<uint32_t>(tile_n * index_dim * 2), 1024);
-  s.weight = s.stages + static_cast<uint32_t>(stages(tile_n)) * s.tile_bytes;
+  s.weight = s.stages + static_cast<uint32_t>(stages) * s.tile_bytes;
   s.qscale = s.weight + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
   s.closed = s.qscale + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
   s.out_row = align_to(s.closed + slots * 4u, 8);
@@ -89,9 +90,9 @@ __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index
   s.exponent = s.max_index + slots * 4u;
   s.source = align_to(s.exponent + static_cast<uint32_t>(tile_n) * 4u, 8);
   s.offsets = s.source + slots * 8u;
-  s.runs = s.offsets + static_cast<uint32_t>(stages(tile_n)) * regions * 8u;
-  s.full = align_to(s.runs + static_cast<uint32_t>(stages(tile_n)) * regions * 4u, 8);
-  s.prefix = s.full + static_cast<uint32_t>(stages(tile_n)) * 8u;
+  s.runs = s.offsets + static_cast<uint32_t>(stages) * regions * 8u;
+  s.full = align_to(s.runs + static_cast<uint32_t>(stages) * regions * 4u, 8);
+  s.prefix = s.full + static_cast<uint32_t>(stages) * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
   s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
   return s;

@@ -131,9 +131,11 @@ __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, co
   const int regions_per_block = p.block_size / 8;
   const int32_t closed = cmax[at.request];
   if (j < closed) {
-    const int32_t col = j / regions_per_block;
+    // A shift when B / 8 is a power of two (the plan's block_shift), as
+    // every engine's block sizes are; an integer division otherwise.
+    const int32_t col = p.block_shift >= 0 ? j >> p.block_shift : j / regions_per_block;
     l.request = at.request;
-    l.in_block = j % regions_per_block;
+    l.in_block = j - col * regions_per_block;
     l.in_table = column_ok(p.guard, col);
     if (l.in_table) {
       l.block = __ldg(p.block_table + int64_t{at.request} * p.block_table_stride + col);
@@ -167,25 +169,35 @@ __device__ __forceinline__ void store_offset(const IndexerParams& p, const Pendi
   runs[row] = l.run;
 }
 
-// The summary pipeline's stages: tile `index` of a CTA's work (from
-// `begin`) lives in stage (index - begin) % kStages, whose mbarrier phase
-// flips at each use.
-template <int kStages>
+// The summary pipeline's stages: the CTA's i-th tile lives in stage
+// i % count, whose mbarrier phase flips at each use. The count is the
+// plan's (LayerSchedule), from the shared memory left next to the query
+// operand; it is a run-time value, so stages are walked by StageCursor
+// (no division per tile).
 struct Stages {
-  int32_t begin;        // the CTA's first tile
+  int32_t count;        // stages, >= 2
   uint32_t buffers;     // shared address of stage 0
   uint32_t tile_bytes;  // bytes of one stage
   uint32_t bars;        // shared address of the stages' mbarriers (u64 each)
 
-  __device__ int stage(int32_t index) const { return (index - begin) % kStages; }
-  __device__ uint32_t phase(int32_t index) const {
-    return static_cast<uint32_t>((index - begin) / kStages) & 1u;
+  __device__ uint32_t buffer(int stage) const {
+    return buffers + static_cast<uint32_t>(stage) * tile_bytes;
   }
-  __device__ uint32_t buffer(int32_t index) const {
-    return buffers + static_cast<uint32_t>(stage(index)) * tile_bytes;
-  }
-  __device__ uint32_t full_bar(int32_t index) const {
-    return bars + static_cast<uint32_t>(stage(index)) * 8u;
+  __device__ uint32_t full_bar(int stage) const { return bars + static_cast<uint32_t>(stage) * 8u; }
+  // The stage before `stage`, cyclically.
+  __device__ int previous(int stage) const { return stage == 0 ? count - 1 : stage - 1; }
+};
+
+// Stage and mbarrier phase of the tile being read.
+struct StageCursor {
+  int stage = 0;
+  uint32_t phase = 0;
+
+  __device__ void advance(int count) {
+    if (++stage == count) {
+      stage = 0;
+      phase ^= 1u;
+    }
   }
 };
 
@@ -195,13 +207,12 @@ struct Stages {
 // range or in a faulty block (offset -1) is zero-filled with plain stores.
 // Every thread arrives once on the stage's barrier with the bytes it
 // started, so the phase completes when the whole tile has landed.
-template <int kStages>
 __device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
                                            const int32_t* runs, int regions, int row_bytes,
-                                           const Stages<kStages>& pipe, int32_t index) {
+                                           const Stages& pipe, int stage) {
   const int row = threadIdx.x;
   const int64_t offset = row < regions ? offsets[row] : -1;
-  const uint32_t to = pipe.buffer(index) + static_cast<uint32_t>(row * row_bytes);
+  const uint32_t to = pipe.buffer(stage) + static_cast<uint32_t>(row * row_bytes);
   if (row < regions && offset < 0) {
     for (int c = 0; c < row_bytes; c += 16) {
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(to + c), "r"(0) : "memory");
@@ -210,7 +221,7 @@ __device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t
   }
   const uint32_t bytes =
       offset >= 0 ? static_cast<uint32_t>(runs[row]) * static_cast<uint32_t>(row_bytes) : 0u;
-  const uint32_t bar = pipe.full_bar(index);
+  const uint32_t bar = pipe.full_bar(stage);
   bulk::arrive_expect_tx(bar, bytes);
   if (bytes != 0) bulk::copy(to, static_cast<const char*>(p.summaries) + offset, bytes, bar);
 }
@@ -259,26 +270,46 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
     *reinterpret_cast<uint32_t*>(base + L.query + query_offset(N, n, kappa_of(c * 8 + 2 * k))) =
         word;
   };
+  // The thread's rows are loaded kBatch at a time, all loads issued before
+  // the first is used: one dependent round trip to memory per batch, not
+  // per row (this staging runs once per block of rows and stalled the
+  // warpgroup for microseconds when each row waited on its own load).
+  // Four: eight pushed the decode kernel (N = 32, fp8) past 255 registers.
+  constexpr int kBatch = 4;
+  auto for_each_row = [&](auto&& f) {
+    for (int n0 = n_first; n0 < N; n0 += kBatch * n_step) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int n = n0 + b * n_step;
+        v[b] = n < N ? load(n) : make_uint4(0, 0, 0, 0);
+      }
+      // Every lane calls f for every b (rows past N with zeros; N is a
+      // multiple of n_step, so that is the same b for a whole warp), so
+      // warp shuffles inside f stay converged.
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) f(n0 + b * n_step, v[b]);
+    }
+  };
   bool use_f16 = false;
   if (try_f16) {
     // Lanes with the same n (a run of `chunks` lanes, or the whole warp)
     // combine their exponents before one shared atomic.
     const int lanes = min(1 << log2_chunks, 32);
-    for (int n = n_first; n < N; n += n_step) {
-      const uint4 v = load(n);
+    for_each_row([&](int n, const uint4& v) {
       int e =
           max(max(max_exponent(v.x), max_exponent(v.y)), max(max_exponent(v.z), max_exponent(v.w)));
       for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
-      if ((threadIdx.x & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
-    }
+      if (n < N && (threadIdx.x & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
+    });
     __syncthreads();
     bool exact = true;
-    for (int n = n_first; n < N; n += n_step) {
+    for_each_row([&](int n, const uint4& v) {
+      if (n >= N) return;
       const int row_max = exponent[n];
       const int shift = row_shift(row_max);
       exact = exact && shift <= 100;
       const float scale = pow2f(min(shift, 100));
-      const uint4 v = load(n);
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -286,16 +317,16 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
             exact && f16_exact(words[k] & 0xffffu, row_max) && f16_exact(words[k] >> 16, row_max);
         store(n, k, scaled_f16x2(words[k], scale));
       }
-    }
+    });
     use_f16 = __syncthreads_and(exact) != 0;
   }
   if (!use_f16) {
-    for (int n = n_first; n < N; n += n_step) {
-      const uint4 v = load(n);
+    for_each_row([&](int n, const uint4& v) {
+      if (n >= N) return;
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) store(n, k, words[k]);
-    }
+    });
   }
   float* weight = reinterpret_cast<float*>(base + L.weight);
   float* qscale = reinterpret_cast<float*>(base + L.qscale);
