@@ -1,4 +1,4 @@
-"""Per-call overhead of forward_csa from Python on the cpu backend.
+"""Per-call overhead of forward_csa from Python (cpu backend, or cuda with torch).
 
 Two steps of a tiny CSA layer: a one-request, one-token decode at 24 tokens
 and an empty step (no request, no row: the forward validates and returns,
@@ -13,7 +13,14 @@ adds per call (DLPack import of 11 arrays, views, stream, the call), and
 the empty step's wrapper time is a whole call excluding the kernels.
 Times are the minimum over rounds of the mean of many calls (noise only
 adds), rounds interleaving the variants.
-Usage: python python/bench/overhead.py [--iterations N] [--rounds N]
+
+--device cuda (torch on a GPU): the same calls on torch CUDA tensors, no
+synchronization inside a round (one after it, untimed). The empty step is
+then a whole call excluding the kernels; the decode step also enqueues the
+layer's kernels, and rounds are short (--iterations 200) so the launch
+queue never fills and makes the host wait for the GPU. The C++ variant is
+cpu-only; `step5attn bench` reports the C++ host time of a cuda forward.
+Usage: python python/bench/overhead.py [--device cpu|cuda] [--iterations N] [--rounds N]
 """
 
 import argparse
@@ -53,47 +60,81 @@ def step_arrays(c, empty):
     return step, inputs, caches
 
 
-def timed(call):
+def to_cuda(a):
+    """A torch CUDA tensor of numpy array `a` (uint16 arrays hold bf16)."""
+    import torch
+    if a.dtype == np.uint16:
+        return torch.zeros(a.shape, dtype=torch.bfloat16, device="cuda")
+    return torch.from_numpy(a).cuda()
+
+
+def timed(call, sync=None):
     def run(iterations):
         start = time.perf_counter()
         for _ in range(iterations):
             call()
-        return (time.perf_counter() - start) / iterations
+        seconds = (time.perf_counter() - start) / iterations
+        if sync is not None:
+            sync()
+        return seconds
     return run
 
 
-def variants(c, empty):
-    wrapper = s5.AttentionWrapper(s5.Backend("cpu", num_threads=1), [c])
-    step, inputs, (kv, ring, out) = step_arrays(c, empty)
-    wrapper.plan(**step)
-    native = wrapper._step
+def variants(c, empty, device):
     label = "empty" if empty else "decode"
-    return {
+    step, inputs, (kv, ring, out) = step_arrays(c, empty)
+    if device == "cuda":
+        import torch
+        wrapper = s5.AttentionWrapper(s5.Backend("cuda"), [c])
+        host = dict(query_start_loc_cpu=step["query_start_loc"], seq_lens_cpu=step["seq_lens"])
+        step = {name: to_cuda(a) for name, a in step.items()}
+        inputs = tuple(to_cuda(a) for a in inputs)
+        kv, ring, out = to_cuda(kv), to_cuda(ring), to_cuda(out)
+        wrapper.plan(**step, **host)
+        sync = torch.cuda.synchronize
+    else:
+        wrapper = s5.AttentionWrapper(s5.Backend("cpu", num_threads=1), [c])
+        wrapper.plan(**step)
+        sync = None
+    native = wrapper._step
+    runs = {
         f"{label} wrapper": timed(lambda: wrapper.forward_csa(c, *inputs, kv_cache=kv, ring=ring,
-                                                              out=out)),
-        f"{label} direct": timed(lambda: native.forward_csa(c, *inputs, kv, ring, out)),
-        f"{label} c++": lambda iterations: testing.cpp_decode_forward_seconds(
-            c, CONTEXT, iterations, 1, empty),
+                                                              out=out), sync),
+        f"{label} direct": timed(lambda: native.forward_csa(c, *inputs, kv, ring, out), sync),
     }
+    if device == "cpu":
+        runs[f"{label} c++"] = lambda iterations: testing.cpp_decode_forward_seconds(
+            c, CONTEXT, iterations, 1, empty)
+    return runs
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=10000, help="calls per round")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="calls per round (default 10000 on cpu, 200 on cuda)")
     parser.add_argument("--rounds", type=int, default=7, help="rounds (the minimum is shown)")
     options = parser.parse_args()
+    if options.iterations is None:
+        options.iterations = 10000 if options.device == "cpu" else 200
     c = tiny_config()
-    runs = {**variants(c, empty=False), **variants(c, empty=True)}
+    runs = {**variants(c, False, options.device), **variants(c, True, options.device)}
     for run in runs.values():
         run(10)
     best = {name: float("inf") for name in runs}
     for _ in range(options.rounds):
         for name, run in runs.items():
             best[name] = min(best[name], run(options.iterations))
-    print(f"forward_csa per call from Python, cpu backend, 1 thread "
+    backend = "cpu backend, 1 thread" if options.device == "cpu" else "cuda backend, torch tensors"
+    print(f"forward_csa per call from Python, {backend} "
           f"({options.iterations} calls x {options.rounds} rounds, minimum):")
     for name, seconds in best.items():
         print(f"  {name:<15} {seconds * 1e6:8.2f} us")
+    if options.device == "cuda":
+        for label in ("decode", "empty"):
+            layer = best[f"{label} wrapper"] - best[f"{label} direct"]
+            print(f"  {label}: {layer * 1e6:.2f} us per call in the Python wrapper layer")
+        return
     for label in ("decode", "empty"):
         added = best[f"{label} wrapper"] - best[f"{label} c++"]
         layer = best[f"{label} wrapper"] - best[f"{label} direct"]

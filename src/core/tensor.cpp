@@ -58,11 +58,13 @@ int64_t TensorView::numel() const {
 namespace detail {
 
 std::string shape_string(const TensorView& view) {
-  std::ostringstream out;
-  out << '[';
-  for (int d = 0; d < view.rank; ++d) out << (d ? ", " : "") << view.shape[static_cast<size_t>(d)];
-  out << ']';
-  return out.str();
+  std::string out = "[";
+  for (int d = 0; d < view.rank; ++d) {
+    if (d > 0) out += ", ";
+    append(out, view.shape[static_cast<size_t>(d)]);
+  }
+  out += ']';
+  return out;
 }
 
 void check_tensor(const TensorView& view, const TensorSpec& spec) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <random>
@@ -44,6 +45,13 @@ struct Case {
   // decided by ties alone (lowest regions first).
   bool tied_scores = false;
 };
+
+// A byte as 0x.. for messages.
+std::string hex(uint8_t byte) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%x", unsigned{byte});
+  return buf;
+}
 
 LayerConfig csa(int G, int hpg, int D, int B, int K, DType kv, DType summary, int mtp) {
   LayerConfig c;
@@ -273,8 +281,8 @@ void run_fp8_case(Tally& tally) {
   for (size_t i = 0; i < values.size(); ++i) {
     const uint8_t want = float_to_fp8_e4m3(values[i]);
     if (got[i] != want) {
-      tally.fail("fp8 e4m3 conversion", concat("x = ", values[i], ": device 0x", std::hex,
-                                               int{got[i]}, ", host 0x", int{want}, std::dec));
+      tally.fail("fp8 e4m3 conversion",
+                 concat("x = ", values[i], ": device ", hex(got[i]), ", host ", hex(want)));
       return;
     }
   }
@@ -315,9 +323,8 @@ void run_e4m3_widen_case(Tally& tally) {
       const float f16_hi = f16_to_float(static_cast<uint16_t>(got[3 * p + 1] >> (16 * half)));
       const float bf16 = bf16_to_float(static_cast<uint16_t>(got[3 * p + 2] >> (16 * half)));
       if (!same(f16, want) || !same(f16_hi, want) || (!std::isnan(want) && !same(bf16, want))) {
-        tally.fail("e4m3 widening",
-                   concat("byte 0x", std::hex, int{byte}, std::dec, " = ", want, ": device f16 ",
-                          f16, ", f16 (high half) ", f16_hi, ", bf16 ", bf16));
+        tally.fail("e4m3 widening", concat("byte ", hex(byte), " = ", want, ": device f16 ", f16,
+                                           ", f16 (high half) ", f16_hi, ", bf16 ", bf16));
         return;
       }
     }
