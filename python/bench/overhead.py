@@ -85,7 +85,8 @@ def variants(c, empty, device):
     step, inputs, (kv, ring, out) = step_arrays(c, empty)
     if device == "cuda":
         import torch
-        wrapper = s5.AttentionWrapper(s5.Backend("cuda"), [c])
+        workspace = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+        wrapper = s5.AttentionWrapper(s5.Backend("cuda"), [c], workspace=workspace)
         host = dict(query_start_loc_cpu=step["query_start_loc"], seq_lens_cpu=step["seq_lens"])
         step = {name: to_cuda(a) for name, a in step.items()}
         inputs = tuple(to_cuda(a) for a in inputs)
