@@ -95,14 +95,6 @@ Error raw_error(const std::string& name, const std::vector<uint8_t>& bytes) {
   return Error(ErrorCode::invalid_argument, "");
 }
 
-#define EXPECT_ERROR(error, error_code, text)                                   \
-  do {                                                                          \
-    const Error& e_ = (error);                                                  \
-    EXPECT_EQ(e_.code(), (error_code)) << e_.what();                            \
-    EXPECT_NE(std::string(e_.what()).find(text), std::string::npos)             \
-        << "message '" << e_.what() << "' does not mention '" << (text) << "'"; \
-  } while (0)
-
 TEST(CaseFile, RoundTripIsByteIdentical) {
   for (LayerKind kind : {LayerKind::csa, LayerKind::swa}) {
     const Case c = small_case(kind);

@@ -42,14 +42,6 @@ Error error_of(const std::function<void()>& call) {
   return Error(ErrorCode::device_error, "");
 }
 
-#define EXPECT_ERROR(error, error_code, text)                                   \
-  do {                                                                          \
-    const Error& e_ = (error);                                                  \
-    EXPECT_EQ(e_.code(), (error_code)) << e_.what();                            \
-    EXPECT_NE(std::string(e_.what()).find(text), std::string::npos)             \
-        << "message '" << e_.what() << "' does not mention '" << (text) << "'"; \
-  } while (0)
-
 // A one-request CSA case: 12 history tokens and one 3-token step.
 Case tiny_case(LayerConfig config = test::csa_config({2, 1, 16, 8}, 2)) {
   std::mt19937_64 rng(5);

@@ -14,6 +14,15 @@
 #include "step5/numerics.h"
 #include "step5/testing/sim.h"
 
+// `error` (a step5::Error) has `error_code` and its message mentions `text`.
+#define EXPECT_ERROR(error, error_code, text)                                   \
+  do {                                                                          \
+    const ::step5::Error& e_ = (error);                                         \
+    EXPECT_EQ(e_.code(), (error_code)) << e_.what();                            \
+    EXPECT_NE(std::string(e_.what()).find(text), std::string::npos)             \
+        << "message '" << e_.what() << "' does not mention '" << (text) << "'"; \
+  } while (0)
+
 namespace step5::test {
 
 // Two worker threads: the CI machine has two cores, and more than one

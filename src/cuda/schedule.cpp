@@ -61,17 +61,19 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   // the most that fit one CTA. A persistent grid: as many CTAs as fit on
   // the device at once.
   int stages = 0, per_sm = 0;
-  for (int target : {indexer_tc_target_ctas(), 1}) {
-    for (int k = indexer_tc_max_stages(); k >= indexer_tc_min_stages() && stages == 0; --k) {
-      const size_t smem = smem_of(tile_n, k);
-      if (smem > budget) continue;
-      const int fit = indexer_tc_ctas_per_sm(tile_n, c.summary_dtype, smem);
-      if (fit >= target) {
-        stages = k;
-        per_sm = fit;
-      }
+  for (int k = indexer_tc_max_stages(); k >= indexer_tc_min_stages(); --k) {
+    const size_t smem = smem_of(tile_n, k);
+    if (smem > budget) continue;
+    const int fit = indexer_tc_ctas_per_sm(tile_n, c.summary_dtype, smem);
+    if (fit >= 1 && stages == 0) {
+      stages = k;  // the most stages of one CTA, unless fewer keep the target
+      per_sm = fit;
     }
-    if (stages != 0) break;
+    if (fit >= indexer_tc_target_ctas()) {
+      stages = k;
+      per_sm = fit;
+      break;
+    }
   }
   if (stages == 0) return;  // not even one CTA resident: the generic path
   s.indexer = IndexerPath::tensor_core;

@@ -42,10 +42,7 @@ T* ptr(const TensorView& v) {
 
 // log2(x) for a power of two x > 0, else -1 (kernels then divide).
 int32_t log2_if_power_of_two(int32_t x) {
-  if (x <= 0 || (x & (x - 1)) != 0) return -1;
-  int32_t log2 = 0;
-  while ((1 << log2) < x) ++log2;
-  return log2;
+  return x > 0 && (x & (x - 1)) == 0 ? __builtin_ctz(static_cast<uint32_t>(x)) : -1;
 }
 
 int32_t block_table_cols(const StepDesc& step) {

@@ -31,8 +31,16 @@ double storage_ulp(DType dtype, double x) {
   return a < 0x1p-126 ? 0x1p-133 : std::ldexp(1.0, std::ilogb(a) - 7);
 }
 
-// The backend's selection for one (row, group): ascending valid regions
-// first, then -1 padding. Returns false with `why` set when malformed.
+std::string list(const std::vector<int32_t>& v) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
+  s << ']';
+  return s.str();
+}
+
+}  // namespace
+
 bool parse_selection(const int32_t* entries, int topk, std::vector<int32_t>& out,
                      std::string& why) {
   out.clear();
@@ -52,15 +60,27 @@ bool parse_selection(const int32_t* entries, int topk, std::vector<int32_t>& out
   return true;
 }
 
-std::string list(const std::vector<int32_t>& v) {
-  std::ostringstream s;
-  s << '[';
-  for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
-  s << ']';
-  return s.str();
+std::string check_row_selection(const LayerConfig& config, const oracle::RowResult& ref,
+                                const int32_t* selected, double score_tolerance,
+                                std::vector<std::vector<int32_t>>& got, bool& differs) {
+  const int G = config.num_kv_heads, K = config.topk;
+  got.assign(static_cast<size_t>(G), {});
+  differs = false;
+  for (int g = 0; g < G; ++g) {
+    const auto gi = static_cast<size_t>(g);
+    std::vector<int32_t>& sel = got[gi];
+    const std::vector<int32_t>& want = ref.selected[gi];
+    std::string why;
+    if (parse_selection(selected + gi * static_cast<size_t>(K), K, sel, why) && sel != want &&
+        !oracle::selection_acceptable(ref.scores[gi], sel, K, score_tolerance)) {
+      why = concat("selected ", list(sel), " is not a top-", K, " of ", ref.scores[gi].size(),
+                   " closed regions (oracle ", list(want), ")");
+    }
+    if (!why.empty()) return concat("group ", g, ": ", why);
+    differs = differs || sel != want;
+  }
+  return "";
 }
-
-}  // namespace
 
 Tolerance default_tolerance(const LayerConfig& config) {
   Tolerance t;
@@ -117,30 +137,20 @@ CheckResult check_step(const LayerSession& session, const StepInput& in, const S
         query.index_query = iq.data();
         query.index_weight = in.index_weight.data() + row * gi;
         ref = oracle::csa_row(c, history, query);
-        std::vector<std::vector<int32_t>> got(static_cast<size_t>(G));
+        if (out.selected.size() < n * static_cast<size_t>(G * K)) {
+          fail(concat("row ", t, " (request ", in.request[r], ", position ", query.position,
+                      "): selected output is missing"));
+          return result;
+        }
+        std::vector<std::vector<int32_t>> got;
         bool differs = false;
-        for (int g = 0; g < G; ++g) {
-          auto& sel = got[static_cast<size_t>(g)];
-          const auto& want = ref.selected[static_cast<size_t>(g)];
-          std::string why;
-          const int32_t* entries =
-              out.selected.data() +
-              (row * static_cast<size_t>(G) + static_cast<size_t>(g)) * static_cast<size_t>(K);
-          if (out.selected.size() < n * static_cast<size_t>(G * K)) {
-            why = "selected output is missing";
-          } else if (parse_selection(entries, K, sel, why) && sel != want &&
-                     !oracle::selection_acceptable(ref.scores[static_cast<size_t>(g)], sel, K,
-                                                   tol.score)) {
-            why = concat("selected ", list(sel), " is not a top-", K, " of ",
-                         ref.scores[static_cast<size_t>(g)].size(), " closed regions (oracle ",
-                         list(want), ")");
-          }
-          if (!why.empty()) {
-            fail(concat("row ", t, " (request ", in.request[r], ", position ", query.position,
-                        ") group ", g, ": ", why));
-            return result;
-          }
-          differs = differs || sel != want;
+        const std::string why =
+            check_row_selection(c, ref, out.selected.data() + row * static_cast<size_t>(G * K),
+                                tol.score, got, differs);
+        if (!why.empty()) {
+          fail(concat("row ", t, " (request ", in.request[r], ", position ", query.position, ") ",
+                      why));
+          return result;
         }
         if (differs) {
           ++result.selection_differs;

@@ -8,6 +8,7 @@
 #include "step5/testing/device_memory.h"
 #include "step5/testing/sim.h"
 #include "step5/testing/step_buffers.h"
+#include "step5/testing/step_tensors.h"
 
 namespace step5::sim {
 
@@ -112,32 +113,17 @@ std::vector<std::vector<uint16_t>> run_layers(Backend& backend,
     for (size_t i = 0; i < layers.size(); ++i) {
       const LayerConfig& c = layers[i];
       const StepInput in = random_step(c, rng, requests, s.start, s.count, true);
-      const int64_t H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-      const int64_t I = c.index_heads, Di = c.index_dim;
-      const auto un = static_cast<size_t>(n);
-      const bool csa = c.kind == LayerKind::csa;
-      InputTensor q(device, "query", in.query, un * static_cast<size_t>(H * D), {n, H, D});
-      InputTensor k(device, "key", in.key, un * static_cast<size_t>(G * D), {n, G, D});
-      InputTensor v(device, "value", in.value, un * static_cast<size_t>(G * D), {n, G, D});
-      InputTensor g(device, "gate", in.gate, un * static_cast<size_t>(H), {n, H});
-      InputTensor iq(device, "index_query", in.index_query, un * static_cast<size_t>(G * I * Di),
-                     {n, G, I, Di}, !csa);
-      InputTensor iw(device, "index_weight", in.index_weight, un * static_cast<size_t>(G * I),
-                     {n, G, I}, !csa);
-      InputTensor ik(device, "index_key", in.index_key, un * static_cast<size_t>(Di), {n, Di},
-                     !csa);
-      InputTensor iz(device, "index_z", in.index_z, un, {n}, !csa);
+      const int64_t H = c.num_heads, D = c.head_size;
+      const StepTensors t(device, c, in);
       const size_t elems = static_cast<size_t>(rows * H * D);
       DeviceBuffer out(device, elems * 2);
       out.fill(0xff);
       LayerOutputs outs;
       outs.output = TensorView::contiguous(out.data(), DType::bf16, {rows, H, D}, device);
-      if (csa) {
-        const CsaInputs inputs{q.view, k.view, v.view, iq.view, iw.view, ik.view, iz.view, g.view};
-        backend.forward_csa(c, step.desc, plan, inputs, caches[i], outs, ws, nullptr);
+      if (c.kind == LayerKind::csa) {
+        backend.forward_csa(c, step.desc, plan, t.csa(), caches[i], outs, ws, nullptr);
       } else {
-        backend.forward_swa(c, step.desc, plan, {q.view, k.view, v.view, g.view}, caches[i].kv,
-                            outs, ws, nullptr);
+        backend.forward_swa(c, step.desc, plan, t.swa(), caches[i].kv, outs, ws, nullptr);
       }
       synchronize(device);
       outputs.push_back(out.to_vector<uint16_t>(elems));

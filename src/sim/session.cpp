@@ -11,6 +11,7 @@
 #include "step5/testing/device_memory.h"
 #include "step5/testing/sim.h"
 #include "step5/testing/step_buffers.h"
+#include "step5/testing/step_tensors.h"
 
 namespace step5::sim {
 
@@ -292,28 +293,16 @@ StepOutput LayerSession::run(const StepInput& in) {
   const int64_t rows = n + s.options.padding_rows;
   StepBuffers step = s.step_buffers(in.request, in.query_start_loc, in.seq_lens, rows);
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-  const int I = c.index_heads, Di = c.index_dim;
+  const StepTensors t(s.device, c, in);
   // Element counts in size_t: validate_config bounds every factor, and no
   // product is formed in int.
   const auto un = static_cast<size_t>(n);
-  const auto uh = static_cast<size_t>(H), ug = static_cast<size_t>(G);
-  const auto ud = static_cast<size_t>(D), udi = static_cast<size_t>(Di);
-  const size_t hd = uh * ud;
-  InputTensor query(s.device, "query", in.query, un * hd, {n, H, D});
-  InputTensor key(s.device, "key", in.key, un * ug * ud, {n, G, D});
-  InputTensor value(s.device, "value", in.value, un * ug * ud, {n, G, D});
-  InputTensor gate(s.device, "gate", in.gate, un * uh, {n, H}, true);
-
-  const size_t gi = ug * static_cast<size_t>(I);
-  InputTensor iq(s.device, "index_query", in.index_query, un * gi * udi, {n, G, I, Di}, !csa);
-  InputTensor iw(s.device, "index_weight", in.index_weight, un * gi, {n, G, I}, !csa);
-  InputTensor ik(s.device, "index_key", in.index_key, un * udi, {n, Di}, !csa);
-  InputTensor iz(s.device, "index_z", in.index_z, un, {n}, !csa);
+  const size_t hd = static_cast<size_t>(H) * static_cast<size_t>(D);
 
   const size_t out_elems = static_cast<size_t>(rows) * hd;
   DeviceBuffer output(s.device, out_elems * 2);
   output.fill(kOutputPoison);
-  const size_t sel_elems = csa ? un * ug * static_cast<size_t>(c.topk) : 0;
+  const size_t sel_elems = csa ? un * static_cast<size_t>(G) * static_cast<size_t>(c.topk) : 0;
   DeviceBuffer selected(s.device, sel_elems * 4);
   selected.fill(kSelectedPoison);
   LayerOutputs outs;
@@ -334,22 +323,14 @@ StepOutput LayerSession::run(const StepInput& in) {
   const ForwardFlags flags = s.options.flags;
   // The ops an engine runs itself before attention, when it says so.
   if (has_flag(flags, ForwardFlags::skip_kv_write) && n > 0) {
-    s.backend.write_kv(c, step.desc.slot_mapping, key.view, value.view, s.views.kv, nullptr);
+    s.backend.write_kv(c, step.desc.slot_mapping, t.key.view, t.value.view, s.views.kv, nullptr);
   }
   if (csa && has_flag(flags, ForwardFlags::skip_summary_update)) {
-    s.backend.update_summaries(c, step.desc, plan, ik.view, iz.view, s.views, nullptr);
+    s.backend.update_summaries(c, step.desc, plan, t.index_key.view, t.index_z.view, s.views,
+                               nullptr);
   }
   if (csa) {
-    CsaInputs inputs;
-    inputs.query = query.view;
-    inputs.key = key.view;
-    inputs.value = value.view;
-    inputs.index_query = iq.view;
-    inputs.index_weight = iw.view;
-    inputs.index_key = ik.view;
-    inputs.index_z = iz.view;
-    inputs.gate = gate.view;
-    inputs.flags = flags;
+    CsaInputs inputs = t.csa(flags);
     // What the forward leaves out, it must not need.
     if (has_flag(flags, ForwardFlags::skip_kv_write)) inputs.key = inputs.value = TensorView{};
     if (has_flag(flags, ForwardFlags::skip_summary_update)) {
@@ -357,7 +338,7 @@ StepOutput LayerSession::run(const StepInput& in) {
     }
     s.backend.forward_csa(c, step.desc, plan, inputs, s.views, outs, ws, nullptr);
   } else {
-    SwaInputs inputs{query.view, key.view, value.view, gate.view, flags};
+    SwaInputs inputs = t.swa(flags);
     if (has_flag(flags, ForwardFlags::skip_kv_write)) inputs.key = inputs.value = TensorView{};
     s.backend.forward_swa(c, step.desc, plan, inputs, s.views.kv, outs, ws, nullptr);
   }

@@ -13,6 +13,7 @@
 #include "cuda/common/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/step_buffers.h"
+#include "step5/testing/step_tensors.h"
 #include "step5attn/check.h"
 
 namespace step5::tool::check {
@@ -184,19 +185,8 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
                                        std::vector<int32_t>(static_cast<size_t>(R), 1), true);
   sim::StepBuffers step(kGpu, step_host(layout, c, requests, lens, next), R + padding);
   const int64_t n = R, H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-  const int64_t I = c.index_heads, Di = c.index_dim;
   const auto un = static_cast<size_t>(n);
-  sim::InputTensor q(kGpu, "query", in.query, un * static_cast<size_t>(H * D), {n, H, D});
-  sim::InputTensor k(kGpu, "key", in.key, un * static_cast<size_t>(G * D), {n, G, D});
-  sim::InputTensor v(kGpu, "value", in.value, un * static_cast<size_t>(G * D), {n, G, D});
-  sim::InputTensor gate(kGpu, "gate", in.gate, un * static_cast<size_t>(H), {n, H});
-  sim::InputTensor iq(kGpu, "index_query", in.index_query, un * static_cast<size_t>(G * I * Di),
-                      {n, G, I, Di}, !is_csa);
-  sim::InputTensor iw(kGpu, "index_weight", in.index_weight, un * static_cast<size_t>(G * I),
-                      {n, G, I}, !is_csa);
-  sim::InputTensor ik(kGpu, "index_key", in.index_key, un * static_cast<size_t>(Di), {n, Di},
-                      !is_csa);
-  sim::InputTensor iz(kGpu, "index_z", in.index_z, un, {n}, !is_csa);
+  sim::StepTensors dev(kGpu, c, in);
   const size_t out_elems = static_cast<size_t>((n + padding) * H * D);
   sim::DeviceBuffer output(kGpu, out_elems * 2);
   output.fill(0xff);
@@ -220,11 +210,9 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
   STEP5_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     if (is_csa) {
-      const CsaInputs inputs{q.view, k.view, v.view, iq.view, iw.view, ik.view, iz.view, gate.view};
-      cuda.forward_csa(c, step.desc, plan, inputs, views, outs, ws, stream);
+      cuda.forward_csa(c, step.desc, plan, dev.csa(), views, outs, ws, stream);
     } else {
-      cuda.forward_swa(c, step.desc, plan, {q.view, k.view, v.view, gate.view}, views.kv, outs, ws,
-                       stream);
+      cuda.forward_swa(c, step.desc, plan, dev.swa(), views.kv, outs, ws, stream);
     }
   } catch (...) {
     cudaGraph_t broken = nullptr;
@@ -259,16 +247,7 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
       step.query_start_loc.upload(h.query_start_loc.data(), h.query_start_loc.size() * 4);
       step.seq_lens.upload(h.seq_lens.data(), h.seq_lens.size() * 4);
       step.slot_mapping.upload(h.slot_mapping.data(), h.slot_mapping.size() * 8);
-      for (auto* t : {&q, &k, &v, &gate}) {
-        const auto& src = t == &q ? in.query : t == &k ? in.key : t == &v ? in.value : in.gate;
-        t->buffer.upload(src.data(), src.size() * 2);
-      }
-      if (is_csa) {
-        iq.buffer.upload(in.index_query.data(), in.index_query.size() * 2);
-        iw.buffer.upload(in.index_weight.data(), in.index_weight.size() * 4);
-        ik.buffer.upload(in.index_key.data(), in.index_key.size() * 2);
-        iz.buffer.upload(in.index_z.data(), in.index_z.size() * 4);
-      }
+      dev.upload(in);
     }
     const sim::StepOutput want = ref.run(in);
     STEP5_CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -318,10 +297,10 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
     ops.cache = &views;
     ops.row_request = requests;
     for (int32_t len : lens) ops.row_position.push_back(len - 1);
-    ops.query = q.view;
-    ops.gate = gate.view;
-    ops.index_query = iq.view;
-    ops.index_weight = iw.view;
+    ops.query = dev.query.view;
+    ops.gate = dev.gate.view;
+    ops.index_query = dev.index_query.view;
+    ops.index_weight = dev.index_weight.view;
     ops.index_query_host = in.index_query;
     ops.index_weight_host = in.index_weight;
     ops.forward = &last;

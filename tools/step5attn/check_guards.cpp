@@ -16,6 +16,7 @@
 
 #include "step5/numerics.h"
 #include "step5/testing/step_buffers.h"
+#include "step5/testing/step_tensors.h"
 #include "step5attn/check.h"
 
 namespace step5::tool::check {
@@ -101,20 +102,9 @@ std::string run_guard_case(Backend& cuda, const LayerConfig& c, Corrupt k) {
   std::vector<int32_t> requests{0, 1, 2, 3}, lens = contexts;
   const sim::StepInput in =
       sim::random_step(c, rng, requests, lens, std::vector<int32_t>(4, 1), true);
-  const int64_t n = R, H = c.num_heads, G = c.num_kv_heads, D = c.head_size;
-  const int64_t I = c.index_heads, Di = c.index_dim;
+  const int64_t n = R, H = c.num_heads, D = c.head_size;
   const auto un = static_cast<size_t>(n);
-  sim::InputTensor q(kGpu, "query", in.query, un * static_cast<size_t>(H * D), {n, H, D});
-  sim::InputTensor kk(kGpu, "key", in.key, un * static_cast<size_t>(G * D), {n, G, D});
-  sim::InputTensor v(kGpu, "value", in.value, un * static_cast<size_t>(G * D), {n, G, D});
-  sim::InputTensor gate(kGpu, "gate", in.gate, un * static_cast<size_t>(H), {n, H});
-  sim::InputTensor iq(kGpu, "index_query", in.index_query, un * static_cast<size_t>(G * I * Di),
-                      {n, G, I, Di}, !is_csa);
-  sim::InputTensor iw(kGpu, "index_weight", in.index_weight, un * static_cast<size_t>(G * I),
-                      {n, G, I}, !is_csa);
-  sim::InputTensor ik(kGpu, "index_key", in.index_key, un * static_cast<size_t>(Di), {n, Di},
-                      !is_csa);
-  sim::InputTensor iz(kGpu, "index_z", in.index_z, un, {n}, !is_csa);
+  const sim::StepTensors dev(kGpu, c, in);
   const size_t row_elems = static_cast<size_t>(H * D);
   sim::DeviceBuffer output(kGpu, (un + padding) * row_elems * 2);
   output.fill(0xff);
@@ -151,11 +141,9 @@ std::string run_guard_case(Backend& cuda, const LayerConfig& c, Corrupt k) {
 
   cuda.prepare_step(plan, ws, nullptr);
   if (is_csa) {
-    const CsaInputs inputs{q.view, kk.view, v.view, iq.view, iw.view, ik.view, iz.view, gate.view};
-    cuda.forward_csa(c, step.desc, plan, inputs, views, outs, ws, nullptr);
+    cuda.forward_csa(c, step.desc, plan, dev.csa(), views, outs, ws, nullptr);
   } else {
-    cuda.forward_swa(c, step.desc, plan, {q.view, kk.view, v.view, gate.view}, views.kv, outs, ws,
-                     nullptr);
+    cuda.forward_swa(c, step.desc, plan, dev.swa(), views.kv, outs, ws, nullptr);
   }
   cuda_ok(cudaDeviceSynchronize(), "guard case forward");
 

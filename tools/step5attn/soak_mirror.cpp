@@ -160,8 +160,8 @@ class CpuMirror final : public Reference {
         std::vector<int32_t> sel, want;
         std::string why, unused;
         const auto off = static_cast<size_t>(g * K);
-        parse_selection(mine.data() + off, K, want, unused);
-        if (parse_selection(theirs + off, K, sel, why) && sel != want) {
+        sim::parse_selection(mine.data() + off, K, want, unused);
+        if (sim::parse_selection(theirs + off, K, sel, why) && sel != want) {
           const std::vector<double> group_scores(
               scores.begin() + static_cast<std::ptrdiff_t>(g * closed),
               scores.begin() + static_cast<std::ptrdiff_t>((g + 1) * closed));

@@ -55,26 +55,6 @@ void OutputDiff::finish(RowsCheck& check, const LayerConfig& config, int64_t row
   check.message = std::string(layer_kind_name(config.kind)) + " output: " + why.str();
 }
 
-bool parse_selection(const int32_t* entries, int topk, std::vector<int32_t>& out,
-                     std::string& why) {
-  out.clear();
-  bool padding = false;
-  for (int i = 0; i < topk; ++i) {
-    const int32_t j = entries[i];
-    if (j == -1) {
-      padding = true;
-      continue;
-    }
-    if (padding || j < 0 || (!out.empty() && j <= out.back())) {
-      why = "entry " + std::to_string(i) + " = " + std::to_string(j) +
-            " breaks 'ascending region ids, then -1 padding'";
-      return false;
-    }
-    out.push_back(j);
-  }
-  return true;
-}
-
 namespace {
 
 std::vector<float> widen(const uint16_t* bits, size_t count) {
@@ -164,29 +144,17 @@ class OracleReference final : public Reference {
         query.index_query = iq.data();
         query.index_weight = in.index_weight.data() + row * gi;
         ref = oracle::csa_row(c, h, query);
-        std::vector<std::vector<int32_t>> got(static_cast<size_t>(G));
+        std::vector<std::vector<int32_t>> got;
         bool differs = false;
-        for (int g = 0; g < G; ++g) {
-          auto& sel = got[static_cast<size_t>(g)];
-          const auto& want = ref.selected[static_cast<size_t>(g)];
-          std::string why;
-          const int32_t* entries =
-              device.selected.data() +
-              (row * static_cast<size_t>(G) + static_cast<size_t>(g)) * static_cast<size_t>(K);
-          if (parse_selection(entries, K, sel, why) && sel != want &&
-              !oracle::selection_acceptable(ref.scores[static_cast<size_t>(g)], sel, K,
-                                            sim::default_tolerance(c).score)) {
-            why = "not a top-" + std::to_string(K) + " by the oracle's scores";
-          }
-          if (!why.empty()) {
-            check.ok = false;
-            check.message = "csa row " + std::to_string(t) + " (position " +
-                            std::to_string(origin.position) + ") group " + std::to_string(g) +
-                            " selection " + why;
-            diff.finish(check, c, check.rows);
-            return check;
-          }
-          differs = differs || sel != want;
+        const std::string why = sim::check_row_selection(
+            c, ref, device.selected.data() + row * static_cast<size_t>(G * K),
+            sim::default_tolerance(c).score, got, differs);
+        if (!why.empty()) {
+          check.ok = false;
+          check.message = "csa row " + std::to_string(t) + " (position " +
+                          std::to_string(origin.position) + ") selection " + why;
+          diff.finish(check, c, check.rows);
+          return check;
         }
         if (differs) {
           ++check.selection_differs;

@@ -80,8 +80,4 @@ class OutputDiff {
   bool finite_ = true;
 };
 
-// One (row, group) of a selection: ascending region ids, then -1 padding.
-// False (with `why`) when malformed.
-bool parse_selection(const int32_t* entries, int topk, std::vector<int32_t>& out, std::string& why);
-
 }  // namespace step5::tool::soak

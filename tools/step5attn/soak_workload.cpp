@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "step5/numerics.h"
+#include "step5attn/layers.h"
 
 namespace step5::tool::soak {
 
@@ -18,17 +19,12 @@ constexpr int32_t kMaxDecode = 64;
 // Blocks no request can hold, so the highest ids are not always in use.
 constexpr int64_t kSpareBlocks = 3;
 
+// SPEC 2's reference layer, or the demo's reduced one; MTP k = 3 either way.
 LayerConfig layer(LayerKind kind, bool spec_shapes, DType kv_dtype) {
-  LayerConfig c;  // SPEC 2 reference values
+  if (!spec_shapes) return reduced_layer(kind, 3, kv_dtype);
+  LayerConfig c;
   c.kind = kind;
   c.spec_tokens = 3;
-  if (!spec_shapes) {  // the demo's reduced layer
-    c.num_heads = 16;
-    c.num_kv_heads = 2;
-    c.index_dim = 64;
-    c.topk = 16;
-    c.window = 128;
-  }
   c.kv_dtype = kv_dtype;
   if (kv_dtype == DType::fp8_e4m3) {
     // Powers of two: x / scale is exact on every backend, and two

@@ -119,6 +119,20 @@ struct CheckResult {
 CheckResult check_step(const LayerSession& session, const StepInput& input,
                        const StepOutput& output, const Tolerance& tolerance, bool exact_summaries);
 
+// One (row, group) of a backend's selection: ascending region ids, then -1
+// padding, into `out`. False (with `why`) when malformed.
+bool parse_selection(const int32_t* entries, int topk, std::vector<int32_t>& out, std::string& why);
+
+// A backend's selection for one CSA row, every group ([G][K] at `selected`),
+// against the oracle's row `ref`: each group must parse and be the oracle's
+// selection or a top-K by the oracle's scores within `score_tolerance`.
+// `got` receives the parsed selections and `differs` whether any group's
+// differs from the oracle's (the row's output is then compared with the
+// oracle run on `got`). Returns "" or what is wrong, naming the group.
+std::string check_row_selection(const LayerConfig& config, const oracle::RowResult& ref,
+                                const int32_t* selected, double score_tolerance,
+                                std::vector<std::vector<int32_t>>& got, bool& differs);
+
 // ---- workloads ----------------------------------------------------------
 
 // Random bf16-representable inputs for `num_tokens[r]` new tokens of each
