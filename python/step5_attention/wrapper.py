@@ -16,14 +16,36 @@ def _current_stream(array: Array) -> int:
 
     Frameworks are looked up in sys.modules only, so nothing is imported
     here: an array can only be a torch tensor if torch is already loaded.
+    For torch, the raw-stream query Triton and Inductor use (0.26 us on the
+    H200 host) rather than torch.cuda.current_stream() (6 us) when it exists.
     """
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(array, torch.Tensor):
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        device = array.get_device()
+        if raw is not None and device >= 0:
+            return raw(device)
         return torch.cuda.current_stream(array.device).cuda_stream
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(array, cupy.ndarray):
         return cupy.cuda.get_current_stream().ptr
     return 0
+
+
+def _exported(*arrays: Array) -> list:
+    """The per-layer calls' arrays, torch tensors as DLPack capsules.
+
+    nanobind imports a torch tensor by calling its __dlpack__, Python code
+    that cost 5.2 us a tensor on the H200 host (torch 2.11; a CSA forward
+    passes eleven), against 0.6 us for torch's C exporter to_dlpack. The
+    stream handshake __dlpack__ would do is not needed: the launch goes on
+    the caller's current stream, where the tensors were produced.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return list(arrays)
+    to_dlpack, tensor = torch.utils.dlpack.to_dlpack, torch.Tensor
+    return [to_dlpack(a) if isinstance(a, tensor) else a for a in arrays]
 
 
 def _flags(skip_kv_write: bool, skip_summary_update: bool, skip_padding_zero: bool) -> int:
@@ -179,9 +201,10 @@ class AttentionWrapper:
         are left as they are.
         """
         flags = _flags(skip_kv_write, skip_summary_update, skip_padding_zero)
-        self._step.forward_csa(layer, query, key, value, index_query, index_weight, index_key,
-                               index_z, kv_cache, ring, out, gate, selected, flags,
-                               self._stream(stream, out))
+        self._step.forward_csa(layer, *_exported(query, key, value, index_query, index_weight,
+                                                 index_key, index_z, kv_cache, ring, out, gate,
+                                                 selected),
+                               flags, self._stream(stream, out))
         return out
 
     def forward_swa(self, layer: _ext.LayerConfig, query: Array, key: Optional[Array],
@@ -192,7 +215,7 @@ class AttentionWrapper:
 
         skip_kv_write and skip_padding_zero as for forward_csa."""
         flags = _flags(skip_kv_write, False, skip_padding_zero)
-        self._step.forward_swa(layer, query, key, value, kv_cache, out, gate, flags,
+        self._step.forward_swa(layer, *_exported(query, key, value, kv_cache, out, gate), flags,
                                self._stream(stream, out))
         return out
 
@@ -200,7 +223,7 @@ class AttentionWrapper:
 
     def write_kv(self, layer, key, value, *, kv_cache, stream=None) -> None:
         """Stores the step's key/value rows at slot_mapping."""
-        self._step.write_kv(layer, key, value, kv_cache, self._stream(stream, key))
+        self._step.write_kv(layer, *_exported(key, value, kv_cache), self._stream(stream, key))
 
     def update_summaries(self, layer, index_key, index_z, *, kv_cache, ring,
                          stream=None) -> None:
