@@ -1,5 +1,5 @@
 // The measurement behind keeping the hand-written JSON reader (docs/case_files.md):
-// the safetensors header schema read with src/case/json.h (as
+// the safetensors header schema read with step5/testing/json.h (as
 // safetensors::parse does) against nlohmann-json (Debian nlohmann-json3-dev)
 // with a duplicate-key check, on a large realistic header, many metadata
 // keys and hostile inputs. Not part of the build; on Debian:
@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "case/json.h"
-#include "case/safetensors.h"
 #include "step5/error.h"
+#include "step5/testing/json.h"
+#include "step5/testing/safetensors.h"
 
 namespace {
 

@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <string>
 
-#include "case/case_internal.h"
-#include "case/safetensors.h"
 #include "step5/attention.h"
 #include "step5/testing/case_file.h"
+#include "step5/testing/case_safetensors.h"
+#include "step5/testing/safetensors.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "case/json.h"
 #include "step5/error.h"
+#include "step5/testing/json.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "case/safetensors.h"
 #include "step5/testing/case_file.h"
+#include "step5/testing/safetensors.h"
 #include "test_util.h"
 
 namespace step5 {

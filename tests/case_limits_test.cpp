@@ -12,8 +12,8 @@
 #include <fstream>
 #include <functional>
 
-#include "case/safetensors.h"
 #include "step5/testing/case_file.h"
+#include "step5/testing/safetensors.h"
 #include "test_util.h"
 
 namespace step5 {

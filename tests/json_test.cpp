@@ -9,8 +9,8 @@
 #include <iterator>
 #include <string>
 
-#include "case/json.h"
 #include "step5/error.h"
+#include "step5/testing/json.h"
 #include "step5attn/bench_result.h"
 
 namespace step5 {

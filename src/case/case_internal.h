@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "case/safetensors.h"
 #include "step5/config.h"
 #include "step5/testing/case_file.h"
+#include "step5/testing/case_safetensors.h"
+#include "step5/testing/safetensors.h"
 
 namespace step5::case_detail {
 
@@ -34,13 +35,8 @@ void reject_unexpected(const safetensors::File& file, const std::vector<std::str
 // file does not have, so a misspelled key is reported, not ignored.
 void reject_unknown_meta(const safetensors::File& file, LayerKind kind, bool outputs);
 
-// A case as a safetensors file (validated first; `what` names it) and back:
-// save_case and load_case without the file system.
-safetensors::File case_file(const Case& c, const std::string& what);
-Case case_from(const safetensors::File& file);
-// The same for a replay's outputs (save_case_outputs, load_case_outputs).
-safetensors::File outputs_file(const Case& c, const CaseOutputs& outputs, const std::string& what);
-CaseOutputs outputs_from(const safetensors::File& file, const Case& c);
+// case_file / case_from and outputs_file / outputs_from (save_case and
+// load_case without the file system): step5/testing/case_safetensors.h.
 
 // Reads the file's `steps` metadata, checked to be >= 0 and at most the
 // file's tensor count / `tensors_per_step` (each step has that many at

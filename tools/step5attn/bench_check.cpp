@@ -6,9 +6,9 @@
 #include <sstream>
 #include <vector>
 
-#include "case/json.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
+#include "step5/testing/json.h"
 #include "step5attn/bench_workload.h"
 
 namespace step5::tool::bench {

@@ -1,6 +1,6 @@
 #include "step5attn/bench_result.h"
 
-#include "case/json.h"
+#include "step5/testing/json.h"
 
 #include <cstdio>
 #include <fstream>
