@@ -7,9 +7,9 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda/common/check.h"
 #include "step5/testing/sim.h"
 #include "step5attn/bench_workload.h"
+#include "step5attn/cuda_check.h"
 
 namespace step5::tool::bench {
 
@@ -116,7 +116,7 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
   const SwaInputs swa_in{q, kt, vt, g};
 
   cudaStream_t stream = nullptr;
-  STEP5_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   gpu.prepare_step(plan, w, stream);
   auto forward = [&](size_t i) {
     const LayerOutputs out{dev_view(outputs[i], DType::bf16, {n, H, D}), TensorView{}};
@@ -130,23 +130,23 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
   // Host time of one forward call: 92 calls (a Step5 model's layers) with
   // no synchronization, the four layer kinds in turn.
   for (size_t i = 0; i < layers.size(); ++i) forward(i);
-  STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 92; ++i) forward(static_cast<size_t>(i) % layers.size());
   const auto t1 = std::chrono::steady_clock::now();
-  STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / 92;
   // For scale: the host cost of one plain stream operation on this machine.
   const auto m0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 92; ++i) STEP5_CUDA_CHECK(cudaMemsetAsync(ws.data(), 0, 4, stream));
+  for (int i = 0; i < 92; ++i) STEP5_TOOL_CUDA_CHECK(cudaMemsetAsync(ws.data(), 0, 4, stream));
   const auto m1 = std::chrono::steady_clock::now();
-  STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::printf("  (host: one 4-byte cudaMemsetAsync costs %.1f us here)\n",
               std::chrono::duration<double, std::micro>(m1 - m0).count() / 92);
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  STEP5_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     for (size_t i = 0; i < layers.size(); ++i) forward(i);
   } catch (...) {
@@ -155,10 +155,10 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
     cudaStreamDestroy(stream);
     throw;
   }
-  STEP5_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  STEP5_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  STEP5_TOOL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   const double ms =
-      timer.median_ms([&] { STEP5_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, reps, stream);
+      timer.median_ms([&] { STEP5_TOOL_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, reps, stream);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);

@@ -8,16 +8,16 @@
 #include <algorithm>
 #include <vector>
 
-#include "cuda/common/check.h"
 #include "step5/testing/device_memory.h"
+#include "step5attn/cuda_check.h"
 
 namespace step5::tool::bench {
 
 class Timer {
  public:
   Timer() : flush_(Device::cuda, size_t{256} << 20) {
-    STEP5_CUDA_CHECK(cudaEventCreate(&start_));
-    STEP5_CUDA_CHECK(cudaEventCreate(&stop_));
+    STEP5_TOOL_CUDA_CHECK(cudaEventCreate(&start_));
+    STEP5_TOOL_CUDA_CHECK(cudaEventCreate(&stop_));
   }
   ~Timer() {
     cudaEventDestroy(start_);
@@ -32,13 +32,13 @@ class Timer {
   double median_ms(F&& op, int reps, cudaStream_t stream = nullptr) {
     std::vector<float> times;
     for (int i = -2; i < reps; ++i) {
-      STEP5_CUDA_CHECK(cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream));
-      STEP5_CUDA_CHECK(cudaEventRecord(start_, stream));
+      STEP5_TOOL_CUDA_CHECK(cudaMemsetAsync(flush_.data(), i & 0xff, flush_.bytes(), stream));
+      STEP5_TOOL_CUDA_CHECK(cudaEventRecord(start_, stream));
       op();
-      STEP5_CUDA_CHECK(cudaEventRecord(stop_, stream));
-      STEP5_CUDA_CHECK(cudaEventSynchronize(stop_));
+      STEP5_TOOL_CUDA_CHECK(cudaEventRecord(stop_, stream));
+      STEP5_TOOL_CUDA_CHECK(cudaEventSynchronize(stop_));
       float ms = 0;
-      STEP5_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      STEP5_TOOL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
       if (i >= 0) times.push_back(ms);
     }
     std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());

@@ -4,13 +4,32 @@
 
 #include <cstdint>
 #include <random>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "step5/attention.h"
 #include "step5/testing/sim.h"
 
 namespace step5::tool::check {
+
+// A failure message from its pieces, as an ostream prints them: integers
+// in decimal (int8_t / uint8_t too), floating point as %g, bool as 1 / 0.
+template <class... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  auto piece = [&out](const auto& arg) {
+    using T = std::decay_t<decltype(arg)>;
+    if constexpr (std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>) {
+      out << static_cast<int>(arg);
+    } else {
+      out << arg;
+    }
+  };
+  (piece(args), ...);
+  return out.str();
+}
 
 // Counts cases and prints one line per failure.
 struct Tally {

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <random>
 
-#include "core/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/multi_layer.h"
@@ -19,7 +18,6 @@ namespace step5::tool::check {
 
 namespace {
 
-using detail::concat;
 constexpr Device kGpu = Device::cuda;
 
 LayerConfig csa(int G, int hpg, int D, int B, int K, DType kv, DType summary, int mtp) {

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <iostream>
 
-#include "core/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/oracle.h"
 #include "step5attn/check.h"
@@ -10,8 +9,6 @@
 namespace step5::tool::check {
 
 namespace {
-
-using detail::concat;
 
 double storage_ulp(DType dtype, double x) {
   const double a = std::fabs(x);

@@ -9,18 +9,16 @@
 #include <cstring>
 #include <random>
 
-#include "core/check.h"
-#include "cuda/common/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/step_buffers.h"
 #include "step5/testing/step_tensors.h"
 #include "step5attn/check.h"
+#include "step5attn/cuda_check.h"
 
 namespace step5::tool::check {
 
 namespace {
 
-using detail::concat;
 constexpr Device kGpu = Device::cuda;
 
 struct Layout {
@@ -200,14 +198,16 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
   PlanOptions plan_options;
   plan_options.max_context = capacity;
   const StepPlan plan = cuda.plan(step.desc, {c}, plan_options);
-  detail::require(plan.kind == StepKind::uniform, ErrorCode::invalid_argument,
-                  "graph case: expected a uniform step, got ", step_kind_name(plan.kind));
+  if (plan.kind != StepKind::uniform) {
+    throw Error(ErrorCode::invalid_argument,
+                concat("graph case: expected a uniform step, got ", step_kind_name(plan.kind)));
+  }
   sim::DeviceBuffer workspace(kGpu, plan.workspace_bytes());
   const Workspace ws{workspace.data(), plan.workspace_bytes()};
   cudaStream_t stream = nullptr;
-  STEP5_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cuda.prepare_step(plan, ws, stream);
-  STEP5_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   try {
     if (is_csa) {
       cuda.forward_csa(c, step.desc, plan, dev.csa(), views, outs, ws, stream);
@@ -222,9 +222,9 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
     throw;
   }
   cudaGraph_t graph = nullptr;
-  STEP5_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  STEP5_TOOL_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
-  STEP5_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  STEP5_TOOL_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
 
   std::string failure;
   sim::StepOutput last;
@@ -250,8 +250,8 @@ void run_graph_case(Backend& cpu, Backend& cuda, const LayerConfig& c, const std
       dev.upload(in);
     }
     const sim::StepOutput want = ref.run(in);
-    STEP5_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    STEP5_CUDA_CHECK(cudaStreamSynchronize(stream));
+    STEP5_TOOL_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
     sim::StepOutput got;
     std::vector<uint16_t> all = output.to_vector<uint16_t>(out_elems);
     const auto live_elems = static_cast<size_t>(L) * static_cast<size_t>(H * D);

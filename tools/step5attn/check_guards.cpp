@@ -12,24 +12,18 @@
 #include <cstring>
 #include <initializer_list>
 #include <random>
-#include <stdexcept>
 
 #include "step5/numerics.h"
 #include "step5/testing/step_buffers.h"
 #include "step5/testing/step_tensors.h"
 #include "step5attn/check.h"
+#include "step5attn/cuda_check.h"
 
 namespace step5::tool::check {
 
 namespace {
 
 constexpr Device kGpu = Device::cuda;
-
-void cuda_ok(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-  }
-}
 
 enum class Corrupt { block_id, seq_len_past_table, negative_seq_len, slot };
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/check.h"
 #include "step5/numerics.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/oracle.h"
@@ -19,7 +18,6 @@ namespace step5::tool::check {
 
 namespace {
 
-using detail::concat;
 constexpr Device kGpu = Device::cuda;
 
 std::vector<double> oracle_scores(const OpsState& s, size_t t, int g) {
