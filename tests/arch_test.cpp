@@ -5,19 +5,14 @@
 
 #include <string>
 
-#include "cuda/attention/tiles.h"
-#include "cuda/common/arch.h"
 #include "step5/attention.h"
-#if defined(STEP5_HAVE_CUDA)
-#include "cuda/attention/launch.h"
-#include "cuda/schedule.h"
-#endif
+#include "step5/testing/cuda_internals.h"
 
 namespace step5 {
 namespace {
 
-using cuda::KernelPath;
-using cuda::select_kernel_path;
+using cuda_testing::KernelPath;
+using cuda_testing::select_kernel_path;
 
 TEST(KernelPath, HopperTakesItsKernelsOnlyWhenBuiltAndAsked) {
   EXPECT_EQ(select_kernel_path(9, 0, true, CudaKernels::automatic), KernelPath::hopper);
@@ -49,8 +44,8 @@ TEST(KernelPath, OlderThanAmpereIsRefusedNamingWhatIsSupported) {
           << what;
     }
   }
-  EXPECT_TRUE(cuda::capability_problem(8, 0).empty());
-  EXPECT_FALSE(cuda::capability_problem(7, 5).empty());
+  EXPECT_TRUE(cuda_testing::capability_problem(8, 0).empty());
+  EXPECT_FALSE(cuda_testing::capability_problem(7, 5).empty());
 }
 
 TEST(CudaKernelsOption, NamesRoundTripAndBadNamesAreRefused) {
@@ -91,15 +86,15 @@ TEST(CudaKernelsOption, ValidatedByTheFactoryForEveryBackend) {
 // Compact attention tiles exist exactly where the default one can exceed
 // the smallest supported GPU's shared memory (99 KB: sm_86, sm_89).
 TEST(AttentionTiles, CompactVariantsWhereDefaultsDoNotFit) {
-  using cuda::attn::has_compact_tile;
-  EXPECT_TRUE((has_compact_tile<192, false, true>()));
-  EXPECT_TRUE((has_compact_tile<192, true, true>()));
-  EXPECT_TRUE((has_compact_tile<192, false, false>()));
-  EXPECT_TRUE((has_compact_tile<192, true, false>()));
-  EXPECT_FALSE((has_compact_tile<128, false, true>()));
-  EXPECT_FALSE((has_compact_tile<128, true, true>()));
-  EXPECT_FALSE((has_compact_tile<64, false, true>()));
-  EXPECT_FALSE((has_compact_tile<64, true, false>()));
+  using cuda_testing::has_compact_tile;
+  EXPECT_TRUE((has_compact_tile(192, false, true)));
+  EXPECT_TRUE((has_compact_tile(192, true, true)));
+  EXPECT_TRUE((has_compact_tile(192, false, false)));
+  EXPECT_TRUE((has_compact_tile(192, true, false)));
+  EXPECT_FALSE((has_compact_tile(128, false, true)));
+  EXPECT_FALSE((has_compact_tile(128, true, true)));
+  EXPECT_FALSE((has_compact_tile(64, false, true)));
+  EXPECT_FALSE((has_compact_tile(64, true, false)));
 }
 
 #if defined(STEP5_HAVE_CUDA)
@@ -109,20 +104,25 @@ constexpr size_t kSm90Smem = 227 * 1024;  // sm_90
 
 TEST(AttentionTiles, StagesFollowTheDeviceSharedMemory) {
   LayerConfig c;  // D = 192, K = 512, bf16: ~98 KB of default stages
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm90Smem), cuda::attn::attention_stages(false));
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm80Smem), cuda::attn::attention_stages(false));
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem),
-            cuda::attn::attention_compact_stages(false));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm90Smem),
+            cuda_testing::attention_stages(false));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm80Smem),
+            cuda_testing::attention_stages(false));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm89Smem),
+            cuda_testing::attention_compact_stages(false));
   c.kv_dtype = DType::fp8_e4m3;
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_compact_stages(true));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm89Smem),
+            cuda_testing::attention_compact_stages(true));
   c.head_size = 128;  // fits 99 KB at its default depth
   c.topk = 4096;
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_stages(true));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm89Smem),
+            cuda_testing::attention_stages(true));
   c.kv_dtype = DType::bf16;
-  EXPECT_EQ(cuda::paged_attention_stages(c, kSm89Smem), cuda::attn::attention_stages(false));
+  EXPECT_EQ(cuda_testing::paged_attention_stages(c, kSm89Smem),
+            cuda_testing::attention_stages(false));
   // Less than any supported GPU has: refused, naming the bytes needed.
   try {
-    (void)cuda::paged_attention_stages(c, 48 * 1024);
+    (void)cuda_testing::paged_attention_stages(c, 48 * 1024);
     FAIL() << "48 KB was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported);
@@ -150,21 +150,21 @@ TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
   plan.query_len = 1;
   plan.chunk_rows = 1;
   plan.chunks = {ScoreChunk{{0, 1}, 599}};
-  cuda::DeviceInfo device;
+  cuda_testing::DeviceInfo device;
   device.sm_count = 84;
   device.major = 8;
   device.minor = 9;
   device.max_smem_per_block = kSm89Smem;
-  device.path = cuda::KernelPath::portable;
-  const LayerSchedule s = cuda::schedule_layer(device, plan, c);
+  device.path = cuda_testing::KernelPath::portable;
+  const LayerSchedule s = cuda_testing::schedule_layer(device, plan, c);
   EXPECT_EQ(s.indexer, IndexerPath::generic);
-  EXPECT_EQ(s.attention_stages, cuda::attn::attention_compact_stages(false));
+  EXPECT_EQ(s.attention_stages, cuda_testing::attention_compact_stages(false));
   // A generic indexer that cannot stage its queries is refused at plan time.
   c.num_kv_heads = 16;
   c.num_heads = 16;
   c.index_dim = 512;
   try {
-    (void)cuda::schedule_layer(device, plan, c);
+    (void)cuda_testing::schedule_layer(device, plan, c);
     FAIL() << "G*I*Di*4 = 128 KB was accepted on a 99 KB GPU";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::unsupported);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cuda/attention/heuristics.h"
 #include "step5/attention.h"
 #include "step5/numerics.h"
+#include "step5/testing/cuda_internals.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/sim.h"
 #include "step5/testing/step_buffers.h"
@@ -199,9 +199,9 @@ TEST(CudaBackend, CompactAttentionTilesMatchDefault) {
     };
     const StepPlan plan = gpu->plan(step.desc, {c});
     const bool fp8 = kv == DType::fp8_e4m3;
-    ASSERT_EQ(plan.schedule(c).attention_stages, cuda::attn::attention_stages(fp8));
+    ASSERT_EQ(plan.schedule(c).attention_stages, cuda_testing::attention_stages(fp8));
     StepPlan compact = plan;
-    compact.schedules[0].attention_stages = cuda::attn::attention_compact_stages(fp8);
+    compact.schedules[0].attention_stages = cuda_testing::attention_compact_stages(fp8);
     const std::vector<uint16_t> expected = run(plan);
     const std::vector<uint16_t> got = run(compact);
     EXPECT_EQ(got, expected) << dtype_name(kv);

@@ -19,12 +19,12 @@
 #include "step5attn/commands.h"
 
 #ifdef STEP5_HAVE_CUDA
-#include "cuda/attention/fill.h"
-#include "cuda/common/check.h"
+#include "step5/testing/cuda_internals.h"
 #include "step5/testing/device_memory.h"
 #include "step5attn/bench_check.h"
 #include "step5attn/bench_graph.h"
 #include "step5attn/bench_workload.h"
+#include "step5attn/cuda_check.h"
 #endif
 
 namespace step5::tool {
@@ -101,7 +101,7 @@ class Bench {
  public:
   Bench(Backend& gpu, size_t pool_bytes, int reps)
       : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps) {
-    cuda::fill_cache_random(pool_.data(), pool_.bytes(), 5, nullptr);
+    cuda_testing::fill_cache_random(pool_.data(), pool_.bytes(), 5, nullptr);
   }
   void run(const Shape& shape);
   void run(const bench::GraphShape& shape) {
@@ -326,7 +326,7 @@ int run_bench(int argc, char** argv) {
     auto cpu = make_backend(BackendKind::cpu);
     auto gpu = make_backend(BackendKind::cuda);
     cudaDeviceProp prop{};
-    STEP5_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    STEP5_TOOL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::cout << "step5attn bench on " << prop.name << " (" << prop.multiProcessorCount
               << " SMs)\n";
     std::string checks;
@@ -342,7 +342,7 @@ int run_bench(int argc, char** argv) {
     std::cout << "phase 2: timings (median of " << (quick ? 5 : 7)
               << " L2-cold runs; % of 4.27 TB/s; floor = unique bytes at 4.27 TB/s)\n";
     size_t free_bytes = 0, total_bytes = 0;
-    STEP5_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    STEP5_TOOL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t pool = std::min(quick ? size_t{16} << 30 : size_t{48} << 30,
                                  free_bytes - std::min(free_bytes, size_t{16} << 30));
     Bench bench(*gpu, pool, quick ? 5 : 7);

@@ -23,7 +23,7 @@ struct CheckSpec {
   std::vector<int32_t> query_lens;
 };
 
-// Host twin of cuda::fill_cache_random's byte pattern: finite as bf16 pairs
+// Host twin of cuda_testing::fill_cache_random's byte pattern: finite as bf16 pairs
 // and as e4m3 bytes.
 void fill_safe(std::vector<uint8_t>& bytes, std::mt19937_64& rng) {
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {

@@ -12,14 +12,12 @@
 #include <iostream>
 #include <random>
 
-#include "core/check.h"
 #include "step5/numerics.h"
 #include "step5attn/check.h"
 #include "step5attn/cli.h"
 #include "step5attn/commands.h"
 #if defined(STEP5_HAVE_CUDA)
-#include "cuda/cuda_backend.h"
-#include "cuda/kv_write/params.h"
+#include "step5/testing/cuda_internals.h"
 #include "step5/testing/device_memory.h"
 #endif
 
@@ -28,8 +26,8 @@ namespace step5::tool {
 #if defined(STEP5_HAVE_CUDA)
 namespace {
 
+using check::concat;
 using check::Tally;
-using detail::concat;
 
 struct Case {
   std::string name;
@@ -274,8 +272,9 @@ void run_fp8_case(Tally& tally) {
   }
   sim::DeviceBuffer in = sim::DeviceBuffer::from(Device::cuda, values);
   sim::DeviceBuffer out(Device::cuda, values.size());
-  cuda::launch_fp8_convert(static_cast<const float*>(in.data()), static_cast<uint8_t*>(out.data()),
-                           static_cast<int64_t>(values.size()), nullptr);
+  cuda_testing::launch_fp8_convert(static_cast<const float*>(in.data()),
+                                   static_cast<uint8_t*>(out.data()),
+                                   static_cast<int64_t>(values.size()), nullptr);
   sim::synchronize(Device::cuda);
   const std::vector<uint8_t> got = out.to_vector<uint8_t>(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
@@ -308,7 +307,7 @@ float f16_to_float(uint16_t h) {
 void run_e4m3_widen_case(Tally& tally) {
   constexpr uint32_t kPairs = 1u << 16;
   sim::DeviceBuffer out(Device::cuda, 3 * kPairs * sizeof(uint32_t));
-  cuda::launch_e4m3_widen(static_cast<uint32_t*>(out.data()), nullptr);
+  cuda_testing::launch_e4m3_widen(static_cast<uint32_t*>(out.data()), nullptr);
   sim::synchronize(Device::cuda);
   const std::vector<uint32_t> got = out.to_vector<uint32_t>(3 * kPairs);
   auto same = [](float device, float host) {
@@ -374,7 +373,7 @@ int run_check(int argc, char** argv) {
   }
 #if defined(STEP5_HAVE_CUDA)
   std::string why;
-  if (!cuda::cuda_backend_available(0, &why)) {
+  if (!cuda_testing::cuda_backend_available(0, &why)) {
     print_error("check", concat("the cuda backend cannot run here: ", why));
     return kExitFailure;
   }
@@ -382,7 +381,7 @@ int run_check(int argc, char** argv) {
   BackendOptions options;
   options.cuda_kernels = portable ? CudaKernels::portable : CudaKernels::automatic;
   const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda, options);
-  std::cerr << "cuda backend: " << cuda::cuda_backend_summary(*gpu) << "\n";
+  std::cerr << "cuda backend: " << cuda_testing::cuda_backend_summary(*gpu) << "\n";
   Tally tally;
   // Progress on stderr (unbuffered), so a run cut short still shows where.
   auto guarded = [&](const std::string& name, const std::function<void()>& body) {

@@ -1,0 +1,106 @@
+// step5/testing/cuda_internals.h: each entry point forwards to the cuda
+// backend's internal function of the same name.
+#include "step5/testing/cuda_internals.h"
+
+#include "core/check.h"
+#include "cuda/attention/heuristics.h"
+#include "cuda/attention/tiles.h"
+#include "cuda/common/arch.h"
+#if defined(STEP5_HAVE_CUDA)
+#include "cuda/attention/fill.h"
+#include "cuda/attention/launch.h"
+#include "cuda/common/device.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/kv_write/params.h"
+#include "cuda/schedule.h"
+#endif
+
+namespace step5::cuda_testing {
+
+namespace {
+
+KernelPath to_testing(cuda::KernelPath path) {
+  return path == cuda::KernelPath::hopper ? KernelPath::hopper : KernelPath::portable;
+}
+
+#if defined(STEP5_HAVE_CUDA)
+cuda::KernelPath to_internal(KernelPath path) {
+  return path == KernelPath::hopper ? cuda::KernelPath::hopper : cuda::KernelPath::portable;
+}
+#endif
+
+template <int D>
+bool has_compact_tile_of(bool fp8, bool csa) {
+  using cuda::attn::has_compact_tile;
+  if (fp8) return csa ? has_compact_tile<D, true, true>() : has_compact_tile<D, true, false>();
+  return csa ? has_compact_tile<D, false, true>() : has_compact_tile<D, false, false>();
+}
+
+}  // namespace
+
+KernelPath select_kernel_path(int major, int minor, bool built_sm90a, CudaKernels requested) {
+  return to_testing(cuda::select_kernel_path(major, minor, built_sm90a, requested));
+}
+
+std::string capability_problem(int major, int minor) {
+  return cuda::capability_problem(major, minor);
+}
+
+int attention_stages(bool fp8) {
+  return cuda::attn::attention_stages(fp8);
+}
+
+int attention_compact_stages(bool fp8) {
+  return cuda::attn::attention_compact_stages(fp8);
+}
+
+bool has_compact_tile(int head_size, bool fp8, bool csa) {
+  switch (head_size) {
+    case 64: return has_compact_tile_of<64>(fp8, csa);
+    case 128: return has_compact_tile_of<128>(fp8, csa);
+    case 192: return has_compact_tile_of<192>(fp8, csa);
+    default: break;
+  }
+  detail::fail_invalid("has_compact_tile: head_size expected 64, 128 or 192, got ", head_size);
+}
+
+#if defined(STEP5_HAVE_CUDA)
+int paged_attention_stages(const LayerConfig& config, size_t max_smem) {
+  return cuda::paged_attention_stages(config, max_smem);
+}
+
+LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
+                             const LayerConfig& config) {
+  cuda::DeviceInfo info;
+  info.device_id = device.device_id;
+  info.name = device.name;
+  info.major = device.major;
+  info.minor = device.minor;
+  info.sm_count = device.sm_count;
+  info.max_smem_per_block = device.max_smem_per_block;
+  info.path = to_internal(device.path);
+  return cuda::schedule_layer(info, plan, config);
+}
+
+bool cuda_backend_available(int device_id, std::string* why) {
+  return cuda::cuda_backend_available(device_id, why);
+}
+
+std::string cuda_backend_summary(const Backend& backend) {
+  return cuda::cuda_backend_summary(backend);
+}
+
+void launch_fp8_convert(const float* in, uint8_t* out, int64_t count, Stream stream) {
+  cuda::launch_fp8_convert(in, out, count, cuda::to_cuda_stream(stream));
+}
+
+void launch_e4m3_widen(uint32_t* out, Stream stream) {
+  cuda::launch_e4m3_widen(out, cuda::to_cuda_stream(stream));
+}
+
+void fill_cache_random(void* data, size_t bytes, uint64_t seed, Stream stream) {
+  cuda::fill_cache_random(data, bytes, seed, cuda::to_cuda_stream(stream));
+}
+#endif
+
+}  // namespace step5::cuda_testing
