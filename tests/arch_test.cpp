@@ -87,14 +87,14 @@ TEST(CudaKernelsOption, ValidatedByTheFactoryForEveryBackend) {
 // the smallest supported GPU's shared memory (99 KB: sm_86, sm_89).
 TEST(AttentionTiles, CompactVariantsWhereDefaultsDoNotFit) {
   using cuda_testing::has_compact_tile;
-  EXPECT_TRUE((has_compact_tile(192, false, true)));
-  EXPECT_TRUE((has_compact_tile(192, true, true)));
-  EXPECT_TRUE((has_compact_tile(192, false, false)));
-  EXPECT_TRUE((has_compact_tile(192, true, false)));
-  EXPECT_FALSE((has_compact_tile(128, false, true)));
-  EXPECT_FALSE((has_compact_tile(128, true, true)));
-  EXPECT_FALSE((has_compact_tile(64, false, true)));
-  EXPECT_FALSE((has_compact_tile(64, true, false)));
+  EXPECT_TRUE(has_compact_tile(192, false, true));
+  EXPECT_TRUE(has_compact_tile(192, true, true));
+  EXPECT_TRUE(has_compact_tile(192, false, false));
+  EXPECT_TRUE(has_compact_tile(192, true, false));
+  EXPECT_FALSE(has_compact_tile(128, false, true));
+  EXPECT_FALSE(has_compact_tile(128, true, true));
+  EXPECT_FALSE(has_compact_tile(64, false, true));
+  EXPECT_FALSE(has_compact_tile(64, true, false));
 }
 
 #if defined(STEP5_HAVE_CUDA)
