@@ -149,7 +149,10 @@ TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
   plan.num_requests = 1;
   plan.query_len = 1;
   plan.chunk_rows = 1;
-  plan.chunks = {ScoreChunk{{0, 1}, 599}};
+  ScoreChunk chunk;
+  chunk.rows = {0, 1};
+  chunk.columns = 599;
+  plan.chunks = {chunk};
   cuda_testing::DeviceInfo device;
   device.sm_count = 84;
   device.major = 8;

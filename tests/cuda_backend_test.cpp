@@ -37,7 +37,8 @@ bool gpu_present(std::string& why) {
     if (!gpu_present(why)) GTEST_SKIP() << "no usable GPU: CUDA tests skipped (" << why << ")"; \
   } while (0)
 
-void run_scenario(const LayerConfig& config, const BackendOptions& backend_options = {}) {
+void run_scenario(const LayerConfig& config, const BackendOptions& backend_options = {},
+                  TileAttention tiles = TileAttention::automatic) {
   const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda, backend_options);
   sim::ScenarioOptions options;
   options.requests = 3;
@@ -50,6 +51,7 @@ void run_scenario(const LayerConfig& config, const BackendOptions& backend_optio
   session_options.max_requests = options.requests;
   session_options.max_context = scenario.max_context() + 16;
   session_options.padding_rows = 2;
+  session_options.tile_attention = tiles;
   sim::LayerSession session(*gpu, config, session_options);
   for (int i = 0; !scenario.done(); ++i) {
     const sim::ScenarioStep step = scenario.next();
@@ -103,6 +105,21 @@ TEST(CudaBackend, SwaScenarioMatchesOracle) {
   config.window = 100;
   config.kv_dtype = DType::fp8_e4m3;
   run_scenario(config);
+}
+
+// Prefill rows through the tile attention kernel on every step that has
+// them (chunks of 96 rows, requests of 40..300 tokens), CSA over bf16 and
+// SWA over fp8 pages, with the tiles' rows mixed with decode rows.
+TEST(CudaBackend, TileAttentionMatchesOracle) {
+  STEP5_REQUIRE_GPU();
+  LayerConfig csa;
+  csa.topk = 16;
+  run_scenario(csa, {}, TileAttention::always);
+  LayerConfig swa;
+  swa.kind = LayerKind::swa;
+  swa.window = 100;
+  swa.kv_dtype = DType::fp8_e4m3;
+  run_scenario(swa, {}, TileAttention::always);
 }
 
 // The portable kernels (those of non-Hopper GPUs), forced on whatever GPU

@@ -12,49 +12,6 @@
 namespace step5 {
 namespace {
 
-struct RandomStep {
-  std::vector<int32_t> qsl{0}, lens, table, rings;
-  std::vector<int64_t> slots;
-  StepDesc desc;
-};
-
-// A random step within `limits`: up to max_requests requests (trailing ones
-// possibly empty), up to max_tokens rows, lengths up to max_context.
-RandomStep random_step(const StepLimits& limits, int block_size, std::mt19937_64& rng) {
-  RandomStep s;
-  const int32_t max_blocks =
-      static_cast<int32_t>((limits.max_context + block_size - 1) / block_size);
-  const int32_t R = std::uniform_int_distribution<int32_t>(1, limits.max_requests)(rng);
-  const bool decode = std::uniform_int_distribution<int>(0, 2)(rng) == 0;
-  int64_t budget = limits.max_tokens;
-  for (int32_t r = 0; r < R; ++r) {
-    const int64_t most = std::min<int64_t>(budget, limits.max_context);
-    int32_t q = decode ? (budget > 0 ? 1 : 0)
-                       : std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(most))(rng);
-    budget -= q;
-    const int32_t len =
-        std::uniform_int_distribution<int32_t>(q, static_cast<int32_t>(limits.max_context))(rng);
-    s.qsl.push_back(s.qsl.back() + q);
-    s.lens.push_back(len);
-    s.rings.push_back(r);
-    for (int32_t j = 0; j < max_blocks; ++j) s.table.push_back(r * max_blocks + j);
-    for (int32_t p = len - q; p < len; ++p) {
-      s.slots.push_back(int64_t{r * max_blocks + p / block_size} * block_size + p % block_size);
-    }
-  }
-  const int64_t n = s.qsl.back();
-  s.desc.num_tokens = n;
-  s.desc.num_requests = R;
-  s.desc.query_start_loc = TensorView::contiguous(s.qsl.data(), DType::i32, {R + 1});
-  s.desc.seq_lens = TensorView::contiguous(s.lens.data(), DType::i32, {R});
-  s.desc.block_table = TensorView::contiguous(s.table.data(), DType::i32, {R, max_blocks});
-  s.desc.slot_mapping = TensorView::contiguous(s.slots.data(), DType::i64, {n});
-  s.desc.ring_index = TensorView::contiguous(s.rings.data(), DType::i32, {R});
-  // Some steps are planned from upper bounds of their lengths.
-  s.desc.seq_lens_upper_bound = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
-  return s;
-}
-
 TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
   auto backend = test::cpu_backend();
   const test::Shape wide{16, 4, 64, 16};
@@ -68,7 +25,7 @@ TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
     const size_t bound = backend->workspace_bytes(layers, limits, options);
     size_t most = 0;
     for (int i = 0; i < 300; ++i) {
-      RandomStep s = random_step(limits, 16, rng);
+      test::RandomStep s = test::random_step(limits, 16, rng);
       PlanOptions o = options;
       o.max_context = std::uniform_int_distribution<int>(0, 1)(rng) ? limits.max_context : 0;
       const StepPlan plan = backend->plan(s.desc, layers, o);
@@ -83,7 +40,7 @@ TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
   // The largest step (every row at the longest context) needs most of it.
   PlanOptions options;
   options.max_context = limits.max_context;
-  RandomStep s;
+  test::RandomStep s;
   s.qsl = {0, 300};
   s.lens = {700};
   for (int32_t j = 0; j < 44; ++j) s.table.push_back(j);

@@ -68,6 +68,11 @@ struct RowRange {
   int64_t size() const { return end - begin; }
 };
 
+// Prefill rows in tiles (cuda; StepPlan::row_tiles): automatic lets the
+// backend choose per layer, from how much neighbouring rows' key sets
+// overlap; always and never force the choice (A/B measurements, tests).
+enum class TileAttention : uint8_t { automatic, always, never };
+
 struct PlanOptions {
   // Upper bound of the scores buffer of one scoring chunk, in bytes. Prefill
   // chunks at long context are scored in row chunks of at most this much.
@@ -76,6 +81,7 @@ struct PlanOptions {
   // step's longest, so one workspace size serves every replay. 0 = this step.
   // At most 2^31 - 1 (positions are i32).
   int64_t max_context = 0;
+  TileAttention tile_attention = TileAttention::automatic;
 };
 
 // How one layer runs this step, decided once by the backend's planner from
@@ -99,8 +105,12 @@ struct LayerSchedule {
   int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)
   int32_t indexer_ctas = 0;           // persistent grid of the indexer
   int32_t indexer_stages = 0;         // summary tiles in each indexer CTA's pipeline
-  size_t scratch_bytes = 0;           // backend scratch this layer needs
-  size_t counters_bytes = 0;          // backend counters that start and stay zero
+  // The plan's row tiles (StepPlan::row_tiles) go to the tile attention
+  // kernel, the untiled rows to the row kernel; false: every row to the row
+  // kernel (a layer the tile kernel does not serve, or a step without tiles).
+  bool tiled_attention = false;
+  size_t scratch_bytes = 0;   // backend scratch this layer needs
+  size_t counters_bytes = 0;  // backend counters that start and stay zero
 };
 
 // Rows of a scoring chunk and the score columns they need.
@@ -108,6 +118,9 @@ struct ScoreChunk {
   RowRange rows;
   int32_t columns = 0;  // most closed regions of any row; uniform steps: the
                         // planned capacity (graph replays may grow)
+  // The chunk's entries of StepPlan::row_tiles and StepPlan::untiled_rows.
+  RowRange tiles;
+  RowRange untiled;
 };
 
 // What the cuda kernels found wrong in device inputs the host never saw
@@ -140,7 +153,8 @@ struct DeviceStatus {
 // Where each piece of scratch lives inside the caller's workspace (bytes).
 struct WorkspaceLayout {
   size_t status_offset = 0;    // DeviceStatus, zeroed by prepare_step
-  size_t row_meta_offset = 0;  // i32 [2, n]: request, position of each row
+  size_t row_meta_offset = 0;  // i32 [5 n]: request [n], position [n], untiled rows [n]
+                               // (first untiled_rows.size() used), row tiles [n, 2]
   size_t scores_offset = 0;    // f32 [chunk_rows, G, score_stride]
   size_t row_max_offset = 0;   // u32 [chunk_rows, G]: order key of each row's best score
   size_t selected_offset = 0;  // i32 [chunk_rows, G, K]
@@ -188,6 +202,15 @@ struct StepPlan {
   // Per query row (host); also copied into the workspace by prepare_step.
   std::vector<int32_t> row_request;   // [n]
   std::vector<int32_t> row_position;  // [n]
+
+  // Mixed steps: rows of requests with at least 8 query rows (detail::kTileMinRows) in
+  // tiles of up to 16 consecutive rows of one request (never across a
+  // scoring chunk), for the cuda tile attention kernel; the other rows in
+  // order. Empty for uniform and empty steps. Copied into the workspace by
+  // prepare_step (row_meta_offset).
+  TileAttention tile_attention = TileAttention::automatic;  // PlanOptions::tile_attention
+  std::vector<int32_t> row_tiles;                           // [tiles, 2]: first row, row count
+  std::vector<int32_t> untiled_rows;                        // rows in no tile, ascending
 
   // CSA scoring works in chunks of rows so the scores buffer stays bounded.
   int64_t chunk_rows = 0;    // rows per chunk (the last may be shorter)

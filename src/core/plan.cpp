@@ -232,6 +232,34 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
   }
 }
 
+// Row tiles of one chunk's rows (mixed steps): each request's rows in the
+// chunk, in tiles of kTileRows when the request has at least kTileMinRows
+// query rows, else listed as untiled.
+void plan_tiles(StepPlan& plan, ScoreChunk& chunk) {
+  chunk.tiles.begin = chunk.tiles.end = static_cast<int64_t>(plan.row_tiles.size() / 2);
+  chunk.untiled.begin = chunk.untiled.end = static_cast<int64_t>(plan.untiled_rows.size());
+  if (plan.kind != StepKind::mixed || plan.tile_attention == TileAttention::never) return;
+  for (int64_t t = chunk.rows.begin; t < chunk.rows.end;) {
+    const int32_t r = plan.row_request[static_cast<size_t>(t)];
+    const int32_t q =
+        plan.query_start[static_cast<size_t>(r) + 1] - plan.query_start[static_cast<size_t>(r)];
+    const int64_t end =
+        std::min<int64_t>(chunk.rows.end, plan.query_start[static_cast<size_t>(r) + 1]);
+    if (q >= detail::kTileMinRows) {
+      for (int64_t first = t; first < end; first += detail::kTileRows) {
+        plan.row_tiles.push_back(static_cast<int32_t>(first));
+        plan.row_tiles.push_back(
+            static_cast<int32_t>(std::min<int64_t>(detail::kTileRows, end - first)));
+      }
+    } else {
+      for (int64_t u = t; u < end; ++u) plan.untiled_rows.push_back(static_cast<int32_t>(u));
+    }
+    t = end;
+  }
+  chunk.tiles.end = static_cast<int64_t>(plan.row_tiles.size() / 2);
+  chunk.untiled.end = static_cast<int64_t>(plan.untiled_rows.size());
+}
+
 // Row chunks of the scores buffer and the columns each needs.
 void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& options,
                  StepPlan& plan) {
@@ -269,6 +297,7 @@ void plan_chunks(const std::vector<LayerConfig>& layers, const PlanOptions& opti
                                  detail::closed_regions(plan.row_position[static_cast<size_t>(t)]));
       }
     }
+    plan_tiles(plan, chunk);
     plan.chunks.push_back(chunk);
   }
 }
@@ -279,7 +308,7 @@ void lay_out_workspace(const std::vector<LayerConfig>& layers, StepPlan& plan) {
   const detail::WorkspaceShape shape = detail::workspace_shape(layers);
   const auto rows = static_cast<size_t>(plan.chunk_rows);
   detail::WorkspaceSizes sizes;
-  sizes.row_meta = 2u * static_cast<size_t>(plan.num_tokens) * 4u;
+  sizes.row_meta = 5u * static_cast<size_t>(plan.num_tokens) * 4u;
   if (shape.any_csa) {
     sizes.scores = rows * shape.groups * static_cast<size_t>(plan.score_stride) * 4u;
     sizes.row_max = rows * shape.groups * 4u;
@@ -353,6 +382,7 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   plan.sm_count = sm_count;
   plan.max_blocks = R > 0 ? static_cast<int32_t>(step.block_table.shape[1]) : 0;
   plan.seq_lens_upper_bound = step.seq_lens_upper_bound;
+  plan.tile_attention = options.tile_attention;
   read_rows(step, spec_tokens, block_size, plan);
   plan.context_capacity = std::max(plan.max_seq_len, static_cast<int32_t>(options.max_context));
   read_cache_ids(step, any_csa, block_size, plan);

@@ -23,6 +23,15 @@ inline int32_t closed_regions(int32_t position) {
   return position / 8;
 }
 
+// Row tiles of mixed steps (StepPlan::row_tiles): 16 rows, the cuda tile
+// kernel's M side of 16 rows x H/G heads over H/G warps. Requests with fewer
+// than 8 query rows stay with the row kernel, whose split-KV keeps the SMs
+// busy on short queries; from 8 rows a tile reads each shared page once
+// instead of once per row. (The threshold is an estimate, not a measured
+// crossover.)
+constexpr int32_t kTileRows = 16;
+constexpr int32_t kTileMinRows = 8;
+
 constexpr size_t kWorkspaceAlign = 256;
 inline size_t align_up(size_t x, size_t a) {
   return (x + a - 1) / a * a;
@@ -32,7 +41,7 @@ inline size_t align_up(size_t x, size_t a) {
 // the static bound both go through lay_out(), whose total only grows when a
 // region grows, so region-wise maxima bound every plan.
 struct WorkspaceSizes {
-  size_t row_meta = 0;  // i32 [2, n]
+  size_t row_meta = 0;  // i32 [5 n] (WorkspaceLayout::row_meta_offset)
   size_t scores = 0;    // f32 [chunk_rows, G, score_stride]
   size_t row_max = 0;   // u32 [chunk_rows, G]
   size_t selected = 0;  // i32 [chunk_rows, G, K]

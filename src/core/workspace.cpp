@@ -84,7 +84,7 @@ size_t workspace_bound(const std::vector<LayerConfig>& layers, const StepLimits&
   const WorkspaceShape shape = workspace_shape(layers);
   const size_t rows = static_cast<size_t>(std::max<int64_t>(limits.max_tokens, 1));
   WorkspaceSizes sizes;
-  sizes.row_meta = 2u * static_cast<size_t>(limits.max_tokens) * 4u;
+  sizes.row_meta = 5u * static_cast<size_t>(limits.max_tokens) * 4u;
   if (shape.any_csa) {
     sizes.scores = scores_bound(shape, limits, options.max_score_bytes);
     sizes.row_max = rows * shape.groups * 4u;

@@ -83,7 +83,8 @@ class CudaBackend final : public Backend {
     // Uniform steps derive row metadata on device and empty steps have none.
     if (plan.kind != StepKind::mixed) return;
     const size_t n = static_cast<size_t>(plan.num_tokens);
-    const size_t bytes = 2 * n * sizeof(int32_t);
+    // Requests, positions, untiled rows, row tiles (WorkspaceLayout::row_meta_offset).
+    const size_t bytes = 5 * n * sizeof(int32_t);
     // The previous step's copy may still read the staging buffer.
     STEP5_CUDA_CHECK(cudaEventSynchronize(staging_done_));
     if (bytes > staging_bytes_) {
@@ -96,6 +97,8 @@ class CudaBackend final : public Backend {
     auto* host = static_cast<int32_t*>(staging_);
     std::memcpy(host, plan.row_request.data(), n * sizeof(int32_t));
     std::memcpy(host + n, plan.row_position.data(), n * sizeof(int32_t));
+    std::memcpy(host + 2 * n, plan.untiled_rows.data(), plan.untiled_rows.size() * sizeof(int32_t));
+    std::memcpy(host + 3 * n, plan.row_tiles.data(), plan.row_tiles.size() * sizeof(int32_t));
     STEP5_CUDA_CHECK(cudaMemcpyAsync(at(workspace, plan.workspace.row_meta_offset), host, bytes,
                                      cudaMemcpyHostToDevice, s));
     STEP5_CUDA_CHECK(cudaEventRecord(staging_done_, s));
@@ -274,7 +277,7 @@ class CudaBackend final : public Backend {
 
   DeviceInfo info_;
   cudaEvent_t staging_done_ = nullptr;
-  void* staging_ = nullptr;  // pinned i32 [2, n] row metadata for prepare_step
+  void* staging_ = nullptr;  // pinned i32 [5 n] row metadata for prepare_step
   size_t staging_bytes_ = 0;
   void* op_scratch_ = nullptr;
   size_t op_scratch_bytes_ = 0;

@@ -6,6 +6,7 @@
 #include "cuda/attention/launch.h"
 #include "cuda/common/check.h"
 #include "cuda/summaries/launch.h"
+#include "cuda/tile_attention/params.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -66,6 +67,32 @@ TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan, cons
   }
   return TensorView::contiguous(at<int32_t>(ws, plan.workspace.selected_offset), DType::i32,
                                 {chunk.size(), config.num_kv_heads, config.topk}, kDev);
+}
+
+// Attention of rows `range`: with a tiled schedule, the plan's tiles
+// `tiles` by the tile kernel and its untiled rows `untiled` by the row
+// kernel (which also zeroes the padding rows); else every row by the row
+// kernel.
+void attend(const LayerConfig& config, const LayerSchedule& schedule, const StepDesc& step,
+            const StepPlan& plan, const RowMeta& rows, RowRange range, RowRange tiles,
+            RowRange untiled, TensorView query, TensorView gate, const KVCacheView& kv,
+            AttentionTarget target, Workspace ws, uint32_t* status, cudaStream_t stream) {
+  if (schedule.tiled_attention) {
+    // The row tables prepare_step copied (WorkspaceLayout::row_meta_offset).
+    const int32_t* meta = at<const int32_t>(ws, plan.workspace.row_meta_offset);
+    const int64_t n = plan.num_tokens;
+    if (tiles.size() > 0) {
+      launch_tile_attention(
+          tile_attention_params(config, step, rows, range, query, gate, kv, target,
+                                meta + 3 * n + 2 * tiles.begin, tiles.size(), status),
+          stream);
+    }
+    target.row_list = meta + 2 * n + untiled.begin;
+    target.list_rows = untiled.size();
+  }
+  launch_paged_attention(
+      attention_params(config, schedule, step, rows, range, query, gate, kv, target, status),
+      stream);
 }
 
 }  // namespace
@@ -143,9 +170,8 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
       target.pad_begin = plan.num_tokens;
       target.pad_end = plan.num_output_rows;
     }
-    launch_paged_attention(attention_params(config, schedule, step, rows, chunk.rows, in.query,
-                                            in.gate, cache.kv, target, status),
-                           stream);
+    attend(config, schedule, step, plan, rows, chunk.rows, chunk.tiles, chunk.untiled, in.query,
+           in.gate, cache.kv, target, ws, status, stream);
   }
 }
 
@@ -181,10 +207,10 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
     target.pad_begin = plan.num_tokens;
     target.pad_end = plan.num_output_rows;
   }
-  launch_paged_attention(
-      attention_params(config, schedule, step, forward_rows(step, plan, ws), {0, plan.num_tokens},
-                       in.query, in.gate, kv, target, status),
-      stream);
+  const RowRange all_tiles{0, static_cast<int64_t>(plan.row_tiles.size() / 2)};
+  const RowRange all_untiled{0, static_cast<int64_t>(plan.untiled_rows.size())};
+  attend(config, schedule, step, plan, forward_rows(step, plan, ws), {0, plan.num_tokens},
+         all_tiles, all_untiled, in.query, in.gate, kv, target, ws, status, stream);
 }
 
 }  // namespace step5::cuda

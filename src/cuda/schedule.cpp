@@ -7,6 +7,8 @@
 #include "cuda/heuristics.h"
 #include "cuda/indexer/params.h"
 #include "cuda/indexer/tc_launch.h"
+#include "cuda/tile_attention/heuristics.h"
+#include "cuda/tile_attention/params.h"
 
 namespace step5::cuda {
 
@@ -83,6 +85,15 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   s.indexer_ctas = device.sm_count * per_sm;
 }
 
+// Whether the plan's row tiles go to the tile kernel for this layer.
+bool tiled_attention(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
+  if (plan.row_tiles.empty() || !tile_attention_supports(c, device.max_smem_per_block)) {
+    return false;
+  }
+  if (plan.tile_attention == TileAttention::always || c.kind == LayerKind::swa) return true;
+  return tiled::csa_tiles_pay(plan.max_closed, c.topk);
+}
+
 }  // namespace
 
 LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
@@ -94,6 +105,7 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   s.attention_stages = paged_attention_stages(c, device.max_smem_per_block);
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
   s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
+  s.tiled_attention = tiled_attention(device, plan, c);
   if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

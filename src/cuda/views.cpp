@@ -234,6 +234,26 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.pad_row_end = target.pad_end;
   p.guard = {kv.num_blocks, block_table_cols(step), status};
   p.zero_padding_rows = target.zero_padding_rows;
+  if (target.row_list != nullptr) {
+    p.row_list = target.row_list;
+    p.num_rows = target.list_rows;
+  }
+  return p;
+}
+
+TileAttentionParams tile_attention_params(const LayerConfig& config, const StepDesc& step,
+                                          const RowMeta& rows, RowRange range, TensorView query,
+                                          TensorView gate, const KVCacheView& kv,
+                                          const AttentionTarget& target, const int32_t* tiles,
+                                          int64_t num_tiles, uint32_t* status) {
+  AttentionTarget rows_only = target;
+  rows_only.pad_begin = rows_only.pad_end = 0;
+  rows_only.row_list = nullptr;
+  TileAttentionParams p;
+  p.attn = attention_params(config, LayerSchedule{}, step, rows, range, query, gate, kv, rows_only,
+                            status);
+  p.tiles = tiles;
+  p.num_tiles = static_cast<int32_t>(num_tiles);
   return p;
 }
 

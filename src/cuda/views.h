@@ -10,6 +10,7 @@
 #include "cuda/kv_write/params.h"
 #include "cuda/select/params.h"
 #include "cuda/summaries/params.h"
+#include "cuda/tile_attention/params.h"
 #include "step5/attention.h"
 
 namespace step5::cuda {
@@ -65,11 +66,23 @@ struct AttentionTarget {
   int64_t pad_begin = 0;
   int64_t pad_end = 0;
   bool zero_padding_rows = true;  // rows of padding requests
+  // Rows given as a list (the plan's untiled rows of `range`), device i32
+  // [list_rows]; null: every row of `range`.
+  const int32_t* row_list = nullptr;
+  int64_t list_rows = 0;
 };
 PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
                                       const StepDesc& step, const RowMeta& rows, RowRange range,
                                       TensorView query, TensorView gate, const KVCacheView& kv,
                                       const AttentionTarget& target, uint32_t* status);
+
+// Tile attention of `num_tiles` tiles (device i32 [num_tiles, 2], rows in
+// `range`, the selection's rows); target's padding and row list unused.
+TileAttentionParams tile_attention_params(const LayerConfig& config, const StepDesc& step,
+                                          const RowMeta& rows, RowRange range, TensorView query,
+                                          TensorView gate, const KVCacheView& kv,
+                                          const AttentionTarget& target, const int32_t* tiles,
+                                          int64_t num_tiles, uint32_t* status);
 
 // Boundary checks shared by the single operations and the forwards. All are
 // O(1) in the step's size: ids were read once by the plan.

@@ -313,8 +313,11 @@ StepOutput LayerSession::run(const StepInput& in) {
 
   std::vector<int32_t> bounds;
   s.bound_lengths(step, bounds);
+  PlanOptions plan_options;
+  if (s.options.max_score_bytes > 0) plan_options.max_score_bytes = s.options.max_score_bytes;
+  plan_options.tile_attention = s.options.tile_attention;
   const Clock::time_point t0 = Clock::now();
-  const StepPlan plan = s.backend.plan(step.desc, {c});
+  const StepPlan plan = s.backend.plan(step.desc, {c}, plan_options);
   const Clock::time_point t1 = Clock::now();
   DeviceBuffer workspace(s.device, plan.workspace_bytes());
   const Workspace ws{workspace.data(), plan.workspace_bytes()};

@@ -99,8 +99,8 @@ void add(Result& r, const Counts& c) {
 
 class Bench {
  public:
-  Bench(Backend& gpu, size_t pool_bytes, int reps)
-      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps) {
+  Bench(Backend& gpu, size_t pool_bytes, int reps, TileAttention tiles)
+      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps), tiles_(tiles) {
     cuda_testing::fill_cache_random(pool_.data(), pool_.bytes(), 5, nullptr);
   }
   void run(const Shape& shape);
@@ -114,6 +114,7 @@ class Bench {
   Backend& gpu_;
   sim::DeviceBuffer pool_;
   int reps_;
+  TileAttention tiles_;
   bench::Timer timer_;
   std::mt19937_64 rng_{9};
   std::vector<Result> results_;
@@ -152,7 +153,9 @@ void Bench::run(const Shape& sh) {
   step.host_block_table = h.block_table.data();
   step.host_slot_mapping = h.slot_mapping.data();
   step.host_ring_index = h.ring_index.data();
-  const StepPlan plan = gpu_.plan(step, {c});
+  PlanOptions options;
+  options.tile_attention = tiles_;
+  const StepPlan plan = gpu_.plan(step, {c}, options);
 
   sim::DeviceBuffer ring(Device::cuda, static_cast<size_t>(R) * ring_entry_bytes(c));
   ring.fill(0);
@@ -251,7 +254,9 @@ Sweep sweep(bool quick) {
                 {csa, bf16, 1048576, 32, 1, false},  {csa, bf16, 8192, 32, 1, false},
                 {csa, bf16, 32768, 32, 1, false},    {swa, bf16, 32768, 32, 1, false},
                 {swa, bf16, 1048576, 32, 1, false},  {swa, fp8, 32768, 32, 1, false},
-                {csa, bf16, 1048576, 128, 4, false}, {csa, bf16, 8192, 1, 2048, false}};
+                {csa, bf16, 1048576, 128, 4, false}, {csa, bf16, 8192, 1, 2048, false},
+                {csa, bf16, 8192, 1, 2048, true},    {csa, bf16, 32768, 1, 2048, false},
+                {csa, fp8, 8192, 1, 2048, false},    {swa, bf16, 8192, 1, 2048, false}};
     return s;
   }
   // Whole steps first (what engines see), then the longest contexts and the
@@ -272,9 +277,12 @@ Sweep sweep(bool quick) {
     }
   }
   for (DType kv : {bf16, fp8}) {
-    for (int64_t ctx : {8192, 32768}) {
-      s.shapes.push_back({csa, kv, ctx, 1, 2048, false});
-      s.shapes.push_back({swa, kv, ctx, 1, 2048, false});
+    for (int64_t ctx : {8192, 32768, 131072}) {
+      for (int chunk : {2048, 8192}) {
+        s.shapes.push_back({csa, kv, ctx, 1, chunk, false});
+        s.shapes.push_back({csa, kv, ctx, 1, chunk, true});
+        s.shapes.push_back({swa, kv, ctx, 1, chunk, false});
+      }
     }
   }
   return s;
@@ -301,7 +309,7 @@ std::string today() {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  std::string json_path, max_seconds_text, filter;
+  std::string json_path, max_seconds_text, filter, tiles_text = "auto";
   bool quick = false, check_only = false, no_check = false;
   std::vector<std::string> positional;
   std::string error;
@@ -311,7 +319,8 @@ int run_bench(int argc, char** argv) {
                    {"no-check", nullptr, &no_check},
                    {"json", &json_path, nullptr},
                    {"filter", &filter, nullptr},
-                   {"max-seconds", &max_seconds_text, nullptr}},
+                   {"max-seconds", &max_seconds_text, nullptr},
+                   {"tiles", &tiles_text, nullptr}},
                   positional, error) ||
       !positional.empty()) {
     print_error("bench", error.empty() ? "takes no positional arguments" : error);
@@ -320,6 +329,15 @@ int run_bench(int argc, char** argv) {
   int64_t max_seconds = 0;
   if (!max_seconds_text.empty() && !parse_int(max_seconds_text, 1, 86400, max_seconds)) {
     print_error("bench", "--max-seconds expected an integer in [1, 86400]");
+    return kExitUsage;
+  }
+  TileAttention tiles = TileAttention::automatic;
+  if (tiles_text == "always") {
+    tiles = TileAttention::always;
+  } else if (tiles_text == "never") {
+    tiles = TileAttention::never;
+  } else if (tiles_text != "auto") {
+    print_error("bench", "--tiles expected auto, always or never, got \"" + tiles_text + "\"");
     return kExitUsage;
   }
   try {
@@ -345,7 +363,7 @@ int run_bench(int argc, char** argv) {
     STEP5_TOOL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const size_t pool = std::min(quick ? size_t{16} << 30 : size_t{48} << 30,
                                  free_bytes - std::min(free_bytes, size_t{16} << 30));
-    Bench bench(*gpu, pool, quick ? 5 : 7);
+    Bench bench(*gpu, pool, quick ? 5 : 7, tiles);
     const auto t0 = std::chrono::steady_clock::now();
     int skipped = 0;
     auto out_of_time = [&] {

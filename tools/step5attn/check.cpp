@@ -39,6 +39,8 @@ struct Case {
   std::vector<int32_t> contexts;
   int steps = 3;
   int64_t padding = 0;
+  size_t max_score_bytes = 0;  // SessionOptions::max_score_bytes
+  TileAttention tiles = TileAttention::automatic;
   // Decode cases: zero index weights, so every score is 0 and selection is
   // decided by ties alone (lowest regions first).
   bool tied_scores = false;
@@ -113,6 +115,18 @@ Case decode_case(std::string name, LayerConfig c, std::vector<int32_t> contexts,
   return k;
 }
 
+// A prefill of one long prompt in chunks of `chunk` tokens.
+Case long_prefill_case(std::string name, LayerConfig c, int prompt, int chunk,
+                       size_t max_score_bytes, int tier) {
+  sim::ScenarioOptions o = scenario(1, prompt, prompt, true);
+  o.chunk = chunk;
+  o.decode_steps = 2;
+  Case k = scenario_case(std::move(name), c, o, tier);
+  k.max_score_bytes = max_score_bytes;
+  k.tiles = TileAttention::always;  // whatever the heuristic would pick for the context
+  return k;
+}
+
 std::vector<Case> cases() {
   const DType bf = DType::bf16, f8 = DType::fp8_e4m3;
   return {
@@ -177,6 +191,19 @@ std::vector<Case> cases() {
                     0),
       scenario_case("swa G2 H32 D128 B256 W1000 kv=fp8", swa(2, 16, 128, 256, 1000, f8, 0),
                     scenario(2, 300, 1500, true), 2),
+      // Tile attention (prefill requests of >= 8 rows): contexts past one
+      // window of region masks (2,048 regions), scoring chunks of ~100 rows
+      // that cut tiles, windows wider than the history.
+      long_prefill_case("csa G1 H8 D64 B64 K64 I2 Di64 prefill 17000 score chunks",
+                        with_indexer(csa(1, 8, 64, 64, 64, bf, f8, 0), 2, 64), 17000, 2048,
+                        size_t{1} << 20, 1),
+      long_prefill_case("csa G2 H8 D128 B16 K32 kv=fp8 I2 Di64 prefill 2500",
+                        with_indexer(csa(2, 4, 128, 16, 32, f8, bf, 0), 2, 64), 2500, 700,
+                        size_t{64} << 10, 0),
+      scenario_case("swa G4 H32 D128 B16 W2000", swa(4, 8, 128, 16, 2000, bf, 0),
+                    scenario(3, 300, 1500, true), 1),
+      long_prefill_case("swa G2 H4 D192 B32 W700 kv=fp8 prefill 3000",
+                        swa(2, 2, 192, 32, 700, f8, 0), 3000, 1024, 0, 1),
   };
 }
 
@@ -203,6 +230,8 @@ void run_scenario_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally)
   opt.max_requests = k.scenario.requests;
   opt.max_context = sc.max_context() + 16;
   opt.padding_rows = 2;
+  opt.max_score_bytes = k.max_score_bytes;
+  opt.tile_attention = k.tiles;
   sim::LayerSession a(cpu, k.config, opt), b(cuda, k.config, opt);
   for (int i = 0; !sc.done(); ++i) {
     const sim::ScenarioStep step = sc.next();

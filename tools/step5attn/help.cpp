@@ -59,7 +59,8 @@ constexpr CommandHelp kHelp[] = {
      "                          generic indexer) even on Hopper, to check that path\n"
      "  -h, --help              this help\n"},
     {"bench",
-     "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N]",
+     "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N] "
+     "[--tiles auto|always|never]",
      "check the cuda attention against cpu, then time SPEC 9 workloads",
      "On a GPU (figures are fractions of an H200): phase 1 checks the cuda attention against the "
      "cpu backend;\n"
@@ -77,6 +78,9 @@ constexpr CommandHelp kHelp[] = {
      "  --check-only            stop after phase 1\n"
      "  --no-check              skip phase 1\n"
      "  --max-seconds N         skip the shapes left after N seconds, 1..86400\n"
+     "  --tiles auto|always|never\n"
+     "                          prefill rows in tiles (PlanOptions::tile_attention) as the\n"
+     "                          backend chooses (default), on every layer, or never\n"
      "  -h, --help              this help\n"},
     {"soak",
      "[--device cpu|cuda|auto] [--context N] [--steps N] [--kv-dtype bf16|fp8] "

@@ -65,6 +65,12 @@ struct SessionOptions {
   //   write_kv(slot_mapping only), with skip_summary_update it first runs
   //   update_summaries, as an engine that owns those ops would.
   ForwardFlags flags = ForwardFlags::none;
+  // - PlanOptions::max_score_bytes when > 0: small values cut a step's rows
+  //   into many scoring chunks (chunk boundaries inside prefill requests).
+  size_t max_score_bytes = 0;
+  // - PlanOptions::tile_attention (always: the tile kernel on every layer
+  //   it serves, whatever the heuristic would choose).
+  TileAttention tile_attention = TileAttention::automatic;
 };
 
 // Bytes a LayerSession with these options allocates for its cache and

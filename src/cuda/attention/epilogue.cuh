@@ -71,11 +71,11 @@ __device__ __forceinline__ bool last_split(const PagedAttentionParams& p, int nu
   return last != 0;
 }
 
-// Merges the splits of heads [head_first, head_last) of launch row `local`.
+// Merges the splits of heads [head_first, head_last) of launch row `local`
+// (step row t).
 template <int D, int kThreads>
 __device__ void combine_splits(const PagedAttentionParams& p, int num_splits, float v_scale,
-                               int64_t local, int head_first, int head_last) {
-  const int64_t t = p.row_begin + local;
+                               int64_t local, int64_t t, int head_first, int head_last) {
   const float* part = split_acc(p, num_splits, D);
   const float* stats = split_stats(p, num_splits, D);
   for (int idx = head_first * (D / 8) + static_cast<int>(threadIdx.x); idx < head_last * (D / 8);

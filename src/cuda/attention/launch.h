@@ -38,9 +38,12 @@
 namespace step5::cuda {
 
 struct PagedAttentionParams {
-  // Step rows [row_begin, row_begin + num_rows) are computed.
+  // Step rows [row_begin, row_begin + num_rows) are computed, or with a row
+  // list, launch row i is step row row_list[i] (selection row row_list[i] -
+  // row_begin).
   int64_t row_begin = 0;
   int64_t num_rows = 0;
+  const int32_t* row_list = nullptr;  // i32 [num_rows] device; may be null (all rows)
 
   // Row -> (request, position); see cuda/common/rows.h. All device pointers.
   RowMeta rows;

@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(attention_threads())
   cta /= num_splits;
   const int g = static_cast<int>(cta % p.num_kv_heads);
   const int64_t local = cta / p.num_kv_heads;
-  const int64_t t = p.row_begin + local;
+  const int64_t t =
+      p.row_list != nullptr ? int64_t{__ldg(p.row_list + local)} : p.row_begin + local;
 
   int32_t request = 0;
   int32_t pos = 0;
@@ -114,7 +115,8 @@ __global__ void __launch_bounds__(attention_threads())
   if (bad_row) {
     num_pages = 0;
   } else if constexpr (T::kIsCsa) {
-    const int32_t* sel = p.selected + local * p.selected_row_stride + g * p.selected_group_stride;
+    const int32_t* sel =
+        p.selected + (t - p.row_begin) * p.selected_row_stride + g * p.selected_group_stride;
     num_pages = compact_pages<attention_threads()>(sel, p.topk, cur, pages, warp_count);
   } else {
     lo = max(0, pos - p.window + 1);
@@ -380,7 +382,8 @@ __global__ void __launch_bounds__(attention_threads())
     }
   }
   if (num_splits > 1 && last_split(p, num_splits, D, local, g)) {
-    combine_splits<D, attention_threads()>(p, num_splits, v_scale, local, g * hpg, (g + 1) * hpg);
+    combine_splits<D, attention_threads()>(p, num_splits, v_scale, local, t, g * hpg,
+                                           (g + 1) * hpg);
   }
 }
 

@@ -1,0 +1,58 @@
+// Definition of run_tiles<D> and tile_smem_bytes<D>: picks the storage and
+// page-source variant, sets the dynamic shared memory and launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention/tiles.h"
+#include "cuda/common/check.h"
+#include "cuda/common/smem_limit.h"
+#include "cuda/tile_attention/instances.h"
+#include "cuda/tile_attention/kernel.cuh"
+
+namespace step5::cuda::tiled {
+
+// The row layout of staged keys is the row kernel's (one stage of it = one
+// 16-key step); its stage count is not used here.
+template <int D, bool kFp8, bool kCsa>
+using RowLayout = attn::Tile<D, kFp8, kCsa, 1>;
+
+template <int D, bool kFp8, bool kCsa>
+void launch_variant(const TileAttentionParams& p, cudaStream_t stream) {
+  using T = RowLayout<D, kFp8, kCsa>;
+  auto* kernel = &tile_attention_kernel<T>;
+  allow_max_smem(kernel);
+  const int hpg = p.attn.num_heads / p.attn.num_kv_heads;
+  const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
+  kernel<<<static_cast<unsigned>(ctas), static_cast<unsigned>(32 * hpg), sizeof(TileSmem<T>),
+           stream>>>(p);
+  check_launch("tile_attention_kernel");
+}
+
+template <int D>
+void run_tiles(const TileAttentionParams& p, cudaStream_t stream) {
+  const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;
+  const bool csa = p.attn.selected != nullptr;
+  if (fp8) {
+    if (csa) {
+      launch_variant<D, true, true>(p, stream);
+    } else {
+      launch_variant<D, true, false>(p, stream);
+    }
+  } else {
+    if (csa) {
+      launch_variant<D, false, true>(p, stream);
+    } else {
+      launch_variant<D, false, false>(p, stream);
+    }
+  }
+}
+
+template <int D>
+size_t tile_smem_bytes(bool fp8) {
+  // CSA and SWA share the row layout's sizes.
+  return fp8 ? sizeof(TileSmem<RowLayout<D, true, true>>)
+             : sizeof(TileSmem<RowLayout<D, false, true>>);
+}
+
+}  // namespace step5::cuda::tiled

@@ -1,0 +1,166 @@
+// Page source of the tile attention kernel: which regions (8-key pages) the
+// tile's rows attend, one window of window_regions() regions at a time, as
+// an ordered list of (region, row mask, cache block) in shared memory.
+//   CSA: row j attends its selected regions in [0, c_j) (c_j its own region,
+//        -1 and out-of-range entries dropped as in the row kernel) and its
+//        own region c_j up to its position;
+//   SWA: row j attends positions max(0, p_j - W + 1) .. p_j.
+// A key is attended by row j when bit j of its region's mask is set and
+// row_low[j] <= key position <= row_position[j]; the mainloop applies both.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/attention/heuristics.h"
+#include "cuda/common/guard.h"
+#include "cuda/common/rows.h"
+#include "cuda/tile_attention/geometry.h"
+#include "cuda/tile_attention/params.h"
+
+namespace step5::cuda::tiled {
+
+// The tile's rows: positions and lowest attended key, in shared memory, and
+// the bits of the rows that attend anything (live rows whose position the
+// block table holds; the others are reported and come out NaN).
+template <class Smem>
+__device__ uint32_t load_tile_rows(const PagedAttentionParams& p, int64_t first, int count,
+                                   Smem& sm, int32_t& request) {
+  const int j = static_cast<int>(threadIdx.x);
+  if (j < tile_rows()) {
+    int32_t r = 0, pos = -1;
+    bool ok = false;
+    if (j < count && row_of(p.rows, first + j, r, pos)) {
+      ok = pos >= 0 && column_ok(p.guard, pos / p.block_size);
+      if (!ok && blockIdx.x % p.num_kv_heads == 0) {
+        report_fault(p.guard, pos < 0 ? DeviceFault::bad_position : DeviceFault::past_block_table,
+                     first + j, pos);
+      }
+    }
+    sm.row_position[j] = ok ? pos : -1;
+    sm.row_low[j] = ok && p.window > 0 ? max(0, pos - p.window + 1) : 0;
+    if (j == 0) {
+      sm.faulted = 0;
+      sm.request = r;  // every row of a tile is of one request
+    }
+  }
+  __syncthreads();
+  request = sm.request;
+  uint32_t live = 0;
+#pragma unroll
+  for (int i = 0; i < tile_rows(); ++i) live |= (sm.row_position[i] >= 0 ? 1u : 0u) << i;
+  return live;
+}
+
+// Regions [lo, hi] that any live row attends (hi < lo when none).
+template <class Smem>
+__device__ void tile_region_range(const PagedAttentionParams& p, uint32_t live, const Smem& sm,
+                                  int32_t& lo, int32_t& hi) {
+  lo = INT32_MAX;
+  hi = -1;
+  for (int i = 0; i < tile_rows(); ++i) {
+    if (((live >> i) & 1u) == 0) continue;
+    hi = max(hi, sm.row_position[i] / attn::page_tokens());
+    lo = min(lo, p.selected != nullptr ? 0 : sm.row_low[i] / attn::page_tokens());
+  }
+}
+
+// Regions of the window that starts at `base` when the last attended region
+// is `last`, rounded up to whole passes of the CTA's threads (the
+// compaction's ballots need every lane).
+__device__ __forceinline__ int window_span(int32_t base, int32_t last) {
+  const int threads = static_cast<int>(blockDim.x);
+  const int span = min(window_regions(), last - base + 1);
+  return (span + threads - 1) / threads * threads;
+}
+
+// Row masks of regions [base, base + span) into sm.row_mask.
+template <class Smem>
+__device__ void build_window(const PagedAttentionParams& p, int64_t first, uint32_t live,
+                             int32_t base, int span, Smem& sm) {
+  const int threads = static_cast<int>(blockDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  if (p.selected == nullptr) {
+    // SWA: every row whose window meets the region.
+    for (int i = tid; i < span; i += threads) {
+      const int32_t key0 = (base + i) * attn::page_tokens();
+      uint32_t m = 0;
+#pragma unroll
+      for (int j = 0; j < tile_rows(); ++j) {
+        const bool in = ((live >> j) & 1u) != 0 && key0 <= sm.row_position[j] &&
+                        key0 + attn::page_tokens() - 1 >= sm.row_low[j];
+        m |= (in ? 1u : 0u) << j;
+      }
+      sm.row_mask[i] = m;
+    }
+    __syncthreads();
+    return;
+  }
+  for (int i = tid; i < span; i += threads) sm.row_mask[i] = 0;
+  __syncthreads();
+  // CSA: the selections of the live rows (selection row = step row - row_begin).
+  const int64_t entries = int64_t{tile_rows()} * p.topk;
+  for (int64_t e = tid; e < entries; e += threads) {
+    const int j = static_cast<int>(e / p.topk);
+    if (((live >> j) & 1u) == 0) continue;
+    const int32_t* sel =
+        p.selected + (first + j - p.row_begin) * p.selected_row_stride +
+        int64_t{static_cast<int>(blockIdx.x % p.num_kv_heads)} * p.selected_group_stride;
+    const int32_t v = __ldg(sel + e % p.topk);
+    const int32_t cur = sm.row_position[j] / attn::page_tokens();
+    if (v >= 0 && v < cur && v >= base && v - base < span) {
+      atomicOr(&sm.row_mask[v - base], 1u << j);
+    }
+  }
+  if (tid < tile_rows() && ((live >> tid) & 1u) != 0) {
+    const int32_t cur = sm.row_position[tid] / attn::page_tokens();
+    if (cur >= base && cur - base < span) atomicOr(&sm.row_mask[cur - base], 1u << tid);
+  }
+  __syncthreads();
+}
+
+// Compacts the window's attended regions (up to region `last`) into the
+// ordered list with their cache blocks; returns its length. A block outside
+// the cache is reported once and faults the rows that attend it.
+template <class Smem>
+__device__ int32_t compact_window(const PagedAttentionParams& p, int64_t first, int32_t request,
+                                  int32_t base, int32_t last, int span, Smem& sm) {
+  const int threads = static_cast<int>(blockDim.x);
+  const int warps = threads / 32;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32, lane = tid % 32;
+  const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
+  const int32_t pages_per_block = p.block_size / attn::page_tokens();
+  int32_t length = 0;
+  for (int i0 = 0; i0 < span; i0 += threads) {
+    const int i = i0 + tid;
+    const uint32_t m = base + i <= last ? sm.row_mask[i] : 0u;
+    const unsigned bits = __ballot_sync(0xffffffffu, m != 0);
+    if (lane == 0) sm.warp_count[warp] = __popc(bits);
+    __syncthreads();
+    int32_t offset = length, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      if (w < warp) offset += sm.warp_count[w];
+      total += sm.warp_count[w];
+    }
+    if (m != 0) {
+      const int32_t k = offset + __popc(bits & ((1u << lane) - 1u));
+      const int32_t region = base + i;
+      int32_t block = __ldg(bt + region / pages_per_block);
+      if (!block_ok(p.guard, block)) {
+        report_fault(p.guard, DeviceFault::kv_block, first + __ffs(m) - 1, block);
+        atomicOr(&sm.faulted, m);
+        block = -1;
+      }
+      sm.list_region[k] = region;
+      sm.list_mask[k] = m;
+      sm.list_block[k] = block;
+    }
+    length += total;
+    __syncthreads();
+  }
+  return length;
+}
+
+}  // namespace step5::cuda::tiled
