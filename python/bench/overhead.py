@@ -5,6 +5,7 @@ and an empty step (no request, no row: the forward validates and returns,
 so no kernel runs). Each is timed three ways:
 
   wrapper   AttentionWrapper.forward_csa (the Python API)
+  bound     the same with the layer's cache bound once (bind_cache)
   direct    the extension method the wrapper calls (no Python layer)
   c++       the same forward from C++ alone (no binding)
 
@@ -100,9 +101,12 @@ def variants(c, empty, device):
         wrapper.plan(**step)
         sync = None
     native = wrapper._step
+    bound = wrapper.bind_cache(c, kv, ring)
     runs = {
         f"{label} wrapper": timed(lambda: wrapper.forward_csa(c, *inputs, kv_cache=kv, ring=ring,
                                                               out=out), sync),
+        f"{label} bound": timed(lambda: wrapper.forward_csa(c, *inputs, kv_cache=bound, ring=None,
+                                                            out=out), sync),
         f"{label} direct": timed(lambda: native.forward_csa(c, *inputs, kv, ring, out), sync),
     }
     if device == "cpu":
@@ -137,7 +141,8 @@ def main():
         # The wrapper exports torch tensors with torch's C exporter; the
         # direct call hands them to nanobind, which calls __dlpack__.
         for label in ("decode", "empty"):
-            print(f"  {label}: {best[f'{label} wrapper'] * 1e6:.2f} us per call from the wrapper, "
+            print(f"  {label}: {best[f'{label} wrapper'] * 1e6:.2f} us per call from the wrapper "
+                  f"({best[f'{label} bound'] * 1e6:.2f} us with a bound cache), "
                   f"{best[f'{label} direct'] * 1e6:.2f} us with tensors imported by __dlpack__")
         return
     for label in ("decode", "empty"):

@@ -153,6 +153,29 @@ void AttentionStep::forward_csa(
     const OutArray& kv_cache, const std::optional<OutArray>& ring, const OutArray& out,
     const std::optional<InArray>& gate, const std::optional<OutArray>& selected, uint32_t flags,
     uintptr_t stream) {
+  (void)step_plan();  // not planned: say so before looking at the arrays
+  run_csa(config, query, key, value, index_query, index_weight, index_key, index_z,
+          layer_cache(config, kv_cache, ring, where()), out, gate, selected, flags, stream);
+}
+
+void AttentionStep::forward_csa_bound(
+    const LayerConfig& config, const InArray& query, const std::optional<InArray>& key,
+    const std::optional<InArray>& value, const InArray& index_query, const InArray& index_weight,
+    const std::optional<InArray>& index_key, const std::optional<InArray>& index_z,
+    const BoundCache& cache, const OutArray& out, const std::optional<InArray>& gate,
+    const std::optional<OutArray>& selected, uint32_t flags, uintptr_t stream) {
+  run_csa(config, query, key, value, index_query, index_weight, index_key, index_z, cache.cache,
+          out, gate, selected, flags, stream);
+}
+
+void AttentionStep::run_csa(const LayerConfig& config, const InArray& query,
+                            const std::optional<InArray>& key, const std::optional<InArray>& value,
+                            const InArray& index_query, const InArray& index_weight,
+                            const std::optional<InArray>& index_key,
+                            const std::optional<InArray>& index_z, const LayerCache& cache,
+                            const OutArray& out, const std::optional<InArray>& gate,
+                            const std::optional<OutArray>& selected, uint32_t flags,
+                            uintptr_t stream) {
   const StepPlan& plan = step_plan();
   const Placement& at = where();
   CsaInputs in;
@@ -165,7 +188,6 @@ void AttentionStep::forward_csa(
   in.index_z = optional_input(index_z, "index_z", DType::f32, at);
   in.gate = optional_input(gate, "gate", DType::bf16, at);
   in.flags = static_cast<ForwardFlags>(flags);
-  const LayerCache cache = layer_cache(config, kv_cache, ring, at);
   LayerOutputs outs;
   outs.output = output_view(out, "out", DType::bf16, at);
   outs.selected = optional_output(selected, "selected", DType::i32, at);
@@ -179,6 +201,23 @@ void AttentionStep::forward_swa(const LayerConfig& config, const InArray& query,
                                 const std::optional<InArray>& value, const OutArray& kv_cache,
                                 const OutArray& out, const std::optional<InArray>& gate,
                                 uint32_t flags, uintptr_t stream) {
+  (void)step_plan();
+  run_swa(config, query, key, value, layer_cache(config, kv_cache, std::nullopt, where()).kv, out,
+          gate, flags, stream);
+}
+
+void AttentionStep::forward_swa_bound(const LayerConfig& config, const InArray& query,
+                                      const std::optional<InArray>& key,
+                                      const std::optional<InArray>& value, const BoundCache& cache,
+                                      const OutArray& out, const std::optional<InArray>& gate,
+                                      uint32_t flags, uintptr_t stream) {
+  run_swa(config, query, key, value, cache.cache.kv, out, gate, flags, stream);
+}
+
+void AttentionStep::run_swa(const LayerConfig& config, const InArray& query,
+                            const std::optional<InArray>& key, const std::optional<InArray>& value,
+                            const KVCacheView& kv, const OutArray& out,
+                            const std::optional<InArray>& gate, uint32_t flags, uintptr_t stream) {
   const StepPlan& plan = step_plan();
   const Placement& at = where();
   SwaInputs in;
@@ -187,12 +226,17 @@ void AttentionStep::forward_swa(const LayerConfig& config, const InArray& query,
   in.value = optional_input(value, "value", DType::bf16, at);
   in.gate = optional_input(gate, "gate", DType::bf16, at);
   in.flags = static_cast<ForwardFlags>(flags);
-  const LayerCache cache = layer_cache(config, kv_cache, std::nullopt, at);
   LayerOutputs outs;
   outs.output = output_view(out, "out", DType::bf16, at);
   Unlocked unlocked;
-  backend_->backend->forward_swa(config, desc_, plan, in, cache.kv, outs, workspace_,
-                                 to_stream(stream));
+  backend_->backend->forward_swa(config, desc_, plan, in, kv, outs, workspace_, to_stream(stream));
+}
+
+BoundCache AttentionStep::bind_cache(const LayerConfig& config, const OutArray& kv_cache,
+                                     const std::optional<OutArray>& ring) const {
+  validate_config(config);
+  BoundCache bound{kv_cache, ring, layer_cache(config, kv_cache, ring, where())};
+  return bound;
 }
 
 void AttentionStep::write_kv(const LayerConfig& config, const InArray& key, const InArray& value,

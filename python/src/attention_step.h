@@ -38,6 +38,15 @@ struct StepOptions {
   bool seq_lens_upper_bound = false;  // seq_lens_cpu holds upper bounds
 };
 
+// A layer's cache arrays converted once (AttentionWrapper.bind_cache): the
+// views every forward would otherwise build from them again, and the arrays
+// themselves, kept alive while the binding lives.
+struct BoundCache {
+  OutArray kv_cache;
+  std::optional<OutArray> ring;
+  LayerCache cache;
+};
+
 class AttentionStep {
  public:
   AttentionStep(std::shared_ptr<BackendHandle> backend, std::vector<LayerConfig> layers);
@@ -59,6 +68,22 @@ class AttentionStep {
                    const std::optional<InArray>& key, const std::optional<InArray>& value,
                    const OutArray& kv_cache, const OutArray& out,
                    const std::optional<InArray>& gate, uint32_t flags, uintptr_t stream);
+
+  // The cache views of `config` over kv_cache (and ring for CSA), checked as
+  // a forward checks them; the forwards below then skip that conversion.
+  BoundCache bind_cache(const LayerConfig& config, const OutArray& kv_cache,
+                        const std::optional<OutArray>& ring) const;
+  void forward_csa_bound(const LayerConfig& config, const InArray& query,
+                         const std::optional<InArray>& key, const std::optional<InArray>& value,
+                         const InArray& index_query, const InArray& index_weight,
+                         const std::optional<InArray>& index_key,
+                         const std::optional<InArray>& index_z, const BoundCache& cache,
+                         const OutArray& out, const std::optional<InArray>& gate,
+                         const std::optional<OutArray>& selected, uint32_t flags, uintptr_t stream);
+  void forward_swa_bound(const LayerConfig& config, const InArray& query,
+                         const std::optional<InArray>& key, const std::optional<InArray>& value,
+                         const BoundCache& cache, const OutArray& out,
+                         const std::optional<InArray>& gate, uint32_t flags, uintptr_t stream);
 
   void write_kv(const LayerConfig& config, const InArray& key, const InArray& value,
                 const OutArray& kv_cache, uintptr_t stream);
@@ -84,6 +109,15 @@ class AttentionStep {
  private:
   const Placement& where() const { return backend_->placement; }
   RowRange row_range(const Rows& rows) const;
+  void run_csa(const LayerConfig& config, const InArray& query, const std::optional<InArray>& key,
+               const std::optional<InArray>& value, const InArray& index_query,
+               const InArray& index_weight, const std::optional<InArray>& index_key,
+               const std::optional<InArray>& index_z, const LayerCache& cache, const OutArray& out,
+               const std::optional<InArray>& gate, const std::optional<OutArray>& selected,
+               uint32_t flags, uintptr_t stream);
+  void run_swa(const LayerConfig& config, const InArray& query, const std::optional<InArray>& key,
+               const std::optional<InArray>& value, const KVCacheView& kv, const OutArray& out,
+               const std::optional<InArray>& gate, uint32_t flags, uintptr_t stream);
 
   std::shared_ptr<BackendHandle> backend_;
   std::vector<LayerConfig> layers_;

@@ -51,6 +51,9 @@ std::vector<std::pair<int64_t, int64_t>> chunks(const AttentionStep& step) {
 }  // namespace
 
 void bind_attention_step(nb::module_& m) {
+  nb::class_<BoundCache>(m, "BoundCache",
+                         "A layer's kv_cache (and CSA ring) converted once by "
+                         "AttentionWrapper.bind_cache; holds the arrays.");
   nb::class_<AttentionStep>(m, "AttentionStep")
       .def(nb::init<std::shared_ptr<BackendHandle>, std::vector<LayerConfig>>(), "backend"_a,
            "layers"_a)
@@ -68,6 +71,16 @@ void bind_attention_step(nb::module_& m) {
       .def("forward_swa", &AttentionStep::forward_swa, "config"_a, "query"_a, "key"_a.none(),
            "value"_a.none(), "kv_cache"_a, "out"_a, "gate"_a.none() = nb::none(), "flags"_a = 0u,
            "stream"_a = 0)
+      .def("bind_cache", &AttentionStep::bind_cache, "config"_a, "kv_cache"_a,
+           "ring"_a.none() = nb::none())
+      .def("forward_csa_bound", &AttentionStep::forward_csa_bound, "config"_a, "query"_a,
+           "key"_a.none(), "value"_a.none(), "index_query"_a, "index_weight"_a,
+           "index_key"_a.none(), "index_z"_a.none(), "cache"_a, "out"_a,
+           "gate"_a.none() = nb::none(), "selected"_a.none() = nb::none(), "flags"_a = 0u,
+           "stream"_a = 0)
+      .def("forward_swa_bound", &AttentionStep::forward_swa_bound, "config"_a, "query"_a,
+           "key"_a.none(), "value"_a.none(), "cache"_a, "out"_a, "gate"_a.none() = nb::none(),
+           "flags"_a = 0u, "stream"_a = 0)
       .def("write_kv", &AttentionStep::write_kv, "config"_a, "key"_a, "value"_a, "kv_cache"_a,
            "stream"_a = 0)
       .def("update_summaries", &AttentionStep::update_summaries, "config"_a, "index_key"_a,

@@ -175,6 +175,18 @@ class AttentionWrapper:
 
     # ---- once per layer --------------------------------------------------
 
+    def bind_cache(self, layer: _ext.LayerConfig, kv_cache: Array,
+                   ring: Optional[Array] = None) -> _ext.BoundCache:
+        """A layer's kv_cache (and CSA ring) converted once, for the forwards.
+
+        Pass the result as a forward's kv_cache (with ring=None): the forward
+        then skips converting and checking those arrays again, which is a
+        good part of a per-layer call's Python cost. The binding holds the
+        arrays; they must keep their storage while it is used (an engine's
+        caches are allocated once). Valid across steps and plans.
+        """
+        return self._step.bind_cache(layer, *_exported(kv_cache, ring))
+
     def forward_csa(self, layer: _ext.LayerConfig, query: Array, key: Optional[Array],
                     value: Optional[Array], index_query: Array, index_weight: Array,
                     index_key: Optional[Array], index_z: Optional[Array], *, kv_cache: Array,
@@ -190,6 +202,8 @@ class AttentionWrapper:
         holding bf16 bits). kv_cache [num_blocks, >= cache_bytes_per_block]
         bytes (any dtype; the block stride is free, so a layer's slice of a
         multi-layer cache works); ring [entries, >= ring_entry_bytes] bytes.
+        kv_cache may instead be a BoundCache (bind_cache) holding both; ring
+        is then None.
         out bf16 [num_output_rows, H, D]; selected i32 [n, G, K] or None.
         Returns out.
 
@@ -201,6 +215,16 @@ class AttentionWrapper:
         are left as they are.
         """
         flags = _flags(skip_kv_write, skip_summary_update, skip_padding_zero)
+        if type(kv_cache) is _ext.BoundCache:
+            if ring is not None:
+                raise ValueError("forward_csa: ring expected None with a bound cache "
+                                 "(bind_cache holds the ring), got an array")
+            q, k, v, iq, iw, ik, iz, o, g, sel = _exported(
+                query, key, value, index_query, index_weight, index_key, index_z, out, gate,
+                selected)
+            self._step.forward_csa_bound(layer, q, k, v, iq, iw, ik, iz, kv_cache, o, g, sel,
+                                         flags, self._stream(stream, out))
+            return out
         self._step.forward_csa(layer, *_exported(query, key, value, index_query, index_weight,
                                                  index_key, index_z, kv_cache, ring, out, gate,
                                                  selected),
@@ -215,6 +239,11 @@ class AttentionWrapper:
 
         skip_kv_write and skip_padding_zero as for forward_csa."""
         flags = _flags(skip_kv_write, False, skip_padding_zero)
+        if type(kv_cache) is _ext.BoundCache:
+            q, k, v, o, g = _exported(query, key, value, out, gate)
+            self._step.forward_swa_bound(layer, q, k, v, kv_cache, o, g, flags,
+                                         self._stream(stream, out))
+            return out
         self._step.forward_swa(layer, *_exported(query, key, value, kv_cache, out, gate), flags,
                                self._stream(stream, out))
         return out

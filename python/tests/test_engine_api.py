@@ -15,9 +15,10 @@ from step5_attention import testing
 PADDING_ROWS = 2
 
 
-def run_layer(kit, wrapper, engine, layer, meta, x, n, **flags):
+def run_layer(kit, wrapper, engine, layer, meta, x, n, binding=None, **flags):
     """One layer's forward with the kit's arrays; inputs the flags skip are
-    passed as None, as an engine that ran those ops itself would."""
+    passed as None, as an engine that ran those ops itself would. With a
+    binding (bind_cache), the forward gets it in place of the cache arrays."""
     state = engine.layers[layer]
     c = state.config
     out = kit.bf16_empty((n + PADDING_ROWS, c.num_heads, c.head_size), POISON_BF16)
@@ -25,25 +26,31 @@ def run_layer(kit, wrapper, engine, layer, meta, x, n, **flags):
     skip_sum = flags.get("skip_summary_update", False)
     key = None if skip_kv else x["key"]
     value = None if skip_kv else x["value"]
+    kv_cache = state.kv_cache if binding is None else binding
     if c.kind == "csa":
+        ring = None if skip_sum or binding is not None else state.ring
         wrapper.forward_csa(c, x["query"], key, value, x["index_query"], x["index_weight"],
                             None if skip_sum else x["index_key"],
-                            None if skip_sum else x["index_z"], kv_cache=state.kv_cache,
-                            ring=None if skip_sum else state.ring, out=out, gate=x.get("gate"),
-                            **flags)
+                            None if skip_sum else x["index_z"], kv_cache=kv_cache, ring=ring,
+                            out=out, gate=x.get("gate"), **flags)
     else:
         flags.pop("skip_summary_update", None)
-        wrapper.forward_swa(c, x["query"], key, value, kv_cache=state.kv_cache, out=out,
+        wrapper.forward_swa(c, x["query"], key, value, kv_cache=kv_cache, out=out,
                             gate=x.get("gate"), **flags)
     kit.sync()
     return kit.bf16_numpy(out)
 
 
-def run_schedule(kit, backend, configs, slack=0, padding_requests=0, seed=5, **flags):
+def run_schedule(kit, backend, configs, slack=0, padding_requests=0, seed=5, bound=False,
+                 **flags):
     """SCHEDULE through every layer under an engine behaviour, each step
-    against the oracle; returns the step kinds."""
+    against the oracle; returns the step kinds. bound: each layer's cache
+    bound once (bind_cache) before the first step and used by every forward."""
     engine = Engine(kit, configs, max_requests=3, blocks_per_request=6, seed=seed)
     wrapper = make_wrapper(kit, backend, configs)
+    bindings = [wrapper.bind_cache(state.config, state.kv_cache,
+                                   state.ring if state.config.kind == "csa" else None)
+                if bound else None for state in engine.layers]
     rng = np.random.default_rng(seed)
     kinds = []
     capacity = engine.blocks_per_request * engine.block_size
@@ -73,7 +80,8 @@ def run_schedule(kit, backend, configs, slack=0, padding_requests=0, seed=5, **f
             if c.kind == "csa" and flags.get("skip_summary_update"):
                 wrapper.update_summaries(c, x["index_key"], x["index_z"],
                                          kv_cache=state.kv_cache, ring=state.ring)
-            out = run_layer(kit, wrapper, engine, layer, meta, x, n, **dict(flags))
+            out = run_layer(kit, wrapper, engine, layer, meta, x, n, bindings[layer],
+                            **dict(flags))
             engine.commit(layer, meta, inputs)
             want_padding = POISON_BF16 if flags.get("skip_padding_zero") else 0
             assert (out[n:] == want_padding).all(), f"step {step}: padding rows"
@@ -101,6 +109,36 @@ def test_padding_requests_keep_steps_uniform(kit, backend):
                          ids=["kv", "summary", "padding", "all"])
 def test_forward_flags(kit, backend, flags):
     run_schedule(kit, backend, [csa_config(), swa_config()], **flags)
+
+
+@pytest.mark.parametrize("flags", [dict(), dict(skip_summary_update=True)],
+                         ids=["plain", "summary"])
+def test_bound_caches(kit, backend, flags):
+    """Caches bound once before the first step serve every step's forwards."""
+    kinds = run_schedule(kit, backend, [csa_config(), swa_config()], bound=True, **flags)
+    assert "uniform" in kinds and "mixed" in kinds
+
+
+def test_bound_cache_rejects_bad_use(kit, backend):
+    c = csa_config()
+    engine = Engine(kit, [c], max_requests=3, blocks_per_request=6, seed=3)
+    wrapper = make_wrapper(kit, backend, [c])
+    state = engine.layers[0]
+    small = kit.array(np.zeros((4, s5.cache_bytes_per_block(c) - 16), np.uint8))
+    with pytest.raises(ValueError, match="cache_bytes_per_block"):
+        wrapper.bind_cache(c, small, state.ring)
+    binding = wrapper.bind_cache(c, state.kv_cache, state.ring)
+    meta = engine.step(SCHEDULE[0])
+    wrapper.plan(kit.array(meta.query_start_loc), kit.array(meta.seq_lens),
+                 kit.array(meta.block_table), kit.array(meta.slot_mapping),
+                 kit.array(meta.ring_index), query_start_loc_cpu=kit.host(meta.query_start_loc),
+                 seq_lens_cpu=kit.host(meta.seq_lens), num_output_rows=meta.num_tokens)
+    x = device_inputs(kit, random_inputs(c, meta.num_tokens, np.random.default_rng(1)))
+    out = kit.bf16_empty((meta.num_tokens, c.num_heads, c.head_size), POISON_BF16)
+    with pytest.raises(ValueError, match="ring expected None with a bound cache"):
+        wrapper.forward_csa(c, x["query"], x["key"], x["value"], x["index_query"],
+                            x["index_weight"], x["index_key"], x["index_z"], kv_cache=binding,
+                            ring=state.ring, out=out)
 
 
 def test_write_kv_from_slots_matches_planned_write(kit, backend):
