@@ -13,10 +13,15 @@ requests), at each context that fits in memory:
     summaries (dequantized to bf16) against the index queries by a cuBLAS
     matmul, weighted ReLU, torch.topk(512), a gather of the selected
     8-token regions plus the current one, then SDPA over them.
+and, for one prefill chunk of 2048 query tokens of one request at the
+end of each context (--prefill, issue 8):
+  - dense prefill attention of the chunk against every earlier key (a
+    lower-right causal mask) through torch SDPA, cuDNN and FlashAttention-2
+    backends (K/V repeated to H heads).
 Each time is the median of CUDA-event-timed runs, each after a 256 MB write
-that evicts the L2. Prints every peer next to our CSA layer step (the
-bench's "layer" row, one forward_csa call) as a ratio, writes peers.json
-and a plot of layer-step time against context (peers.png).
+that evicts the L2. Prints every peer next to our layer step (the bench's
+"layer" rows, one forward call) as a ratio, writes peers.json and a plot of
+decode layer-step time against context (peers.png).
 """
 
 import argparse
@@ -31,6 +36,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 H, G, D, I, DI, K, R8 = 64, 8, 192, 4, 256, 512, 8
 BATCH = 32
 CONTEXTS = [8192, 32768, 131072]
+CHUNK = 2048  # prefill query tokens
 
 
 def median_ms(fn, reps=10, warmup=3):
@@ -99,16 +105,62 @@ def stock_csa_decode(ctx):
         torch.cuda.empty_cache()
 
 
-def ours_by_context(path):
-    with open(path) as f:
-        rows = json.load(f)["results"]
+def dense_prefill(ctx, backend):
+    """One chunk of CHUNK query tokens at the end of a ctx-token sequence."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    q = torch.randn(1, H, CHUNK, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, H, ctx, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, H, ctx, D, device="cuda", dtype=torch.bfloat16)
+    mask = causal_lower_right(CHUNK, ctx)
+
+    def run():
+        with sdpa_kernel(backend):
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    try:
+        return median_ms(run)
+    except RuntimeError as e:  # the backend refuses the shape or the mask
+        print(f"  prefill {backend}: {str(e).splitlines()[0][:120]}")
+        return None
+    finally:
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+def ours_rows(paths, layer, phase, batch, query_len, regime):
+    """Our layer rows of the bench JSONs, by context."""
     out = {}
-    for r in rows:
-        if (r["op"], r["layer"], r["kv"], r["phase"], r["batch"], r["regime"]) == (
-            "layer", "csa", "bf16", "decode", BATCH, "independent"
-        ):
-            out[r["context"]] = r["ms"]
+    for path in paths:
+        with open(path) as f:
+            rows = json.load(f)["results"]
+        for r in rows:
+            if (r["op"], r["layer"], r["kv"], r["phase"], r["batch"], r["query_len"],
+                    r["regime"]) == ("layer", layer, "bf16", phase, batch, query_len, regime):
+                out[r["context"]] = r["ms"]
     return out
+
+
+def ours_by_context(paths):
+    return ours_rows(paths, "csa", "decode", BATCH, 1, "independent")
+
+
+def print_table(title, ours, peers):
+    print(title)
+    print(f"{'context':>8} {'ours ms':>9} " + " ".join(f"{n:>26}" for n in peers))
+    for ctx in sorted(set(CONTEXTS) | set(ours)):
+        mine = ours.get(ctx)
+        cells = []
+        for by_ctx in peers.values():
+            t = by_ctx.get(ctx)
+            if t is None:
+                cells.append(f"{'n/a':>26}")
+            elif mine:
+                cells.append(f"{t:9.3f} ms ({t / mine:6.1f}x ours)")
+            else:
+                cells.append(f"{t:9.3f} ms{'':>15}")
+        mine_s = f"{mine:9.3f}" if mine else f"{'n/a':>9}"
+        print(f"{ctx // 1024:>7}K {mine_s} " + " ".join(cells))
 
 
 def plot(path, ours, peers):
@@ -137,37 +189,47 @@ def plot(path, ours, peers):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ours", required=True, help="bench JSON of step5attn bench")
+    parser.add_argument("--ours", required=True, nargs="+",
+                        help="bench JSON(s) of step5attn bench")
     parser.add_argument("--out", default=".", help="folder for peers.json and peers.png")
+    parser.add_argument("--prefill", action="store_true",
+                        help="also time dense prefill of a 2048-token chunk")
+    parser.add_argument("--no-decode", action="store_true", help="skip the decode peers")
     args = parser.parse_args()
     ours = ours_by_context(args.ours)
     peers = {"dense cuDNN (SDPA)": {}, "dense FA2 (SDPA)": {}, "stock-torch CSA": {}}
     print(f"peers on {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    for ctx in CONTEXTS:
-        peers["dense cuDNN (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.CUDNN_ATTENTION)
-        peers["dense FA2 (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.FLASH_ATTENTION)
-        peers["stock-torch CSA"][ctx] = stock_csa_decode(ctx)
-    print(f"{'context':>8} {'ours ms':>9} " + " ".join(f"{n:>26}" for n in peers))
-    for ctx in sorted(set(CONTEXTS) | set(ours)):
-        mine = ours.get(ctx)
-        cells = []
-        for by_ctx in peers.values():
-            t = by_ctx.get(ctx)
-            if t is None:
-                cells.append(f"{'n/a':>26}")
-            elif mine:
-                cells.append(f"{t:9.3f} ms ({t / mine:6.1f}x ours)")
-            else:
-                cells.append(f"{t:9.3f} ms{'':>15}")
-        mine_s = f"{mine:9.3f}" if mine else f"{'n/a':>9}"
-        print(f"{ctx // 1024:>7}K {mine_s} " + " ".join(cells))
+    if not args.no_decode:
+        for ctx in CONTEXTS:
+            peers["dense cuDNN (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.CUDNN_ATTENTION)
+            peers["dense FA2 (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.FLASH_ATTENTION)
+            peers["stock-torch CSA"][ctx] = stock_csa_decode(ctx)
+        print_table(f"decode, {BATCH} requests, our CSA layer:", ours, peers)
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "batch": BATCH, "ours_layer_ms": ours, "peers_ms": peers}
+    if args.prefill:
+        prefill = {"dense cuDNN prefill (SDPA)": {}, "dense FA2 prefill (SDPA)": {}}
+        for ctx in CONTEXTS:
+            prefill["dense cuDNN prefill (SDPA)"][ctx] = dense_prefill(
+                ctx, SDPBackend.CUDNN_ATTENTION)
+            prefill["dense FA2 prefill (SDPA)"][ctx] = dense_prefill(
+                ctx, SDPBackend.FLASH_ATTENTION)
+        ours_prefill = {}
+        for layer in ("csa", "swa"):
+            for regime in ("independent", "correlated"):
+                mine = ours_rows(args.ours, layer, "prefill", 1, CHUNK, regime)
+                if mine:
+                    print_table(f"prefill chunk of {CHUNK}, our {layer} layer, {regime}:", mine,
+                                prefill)
+                    ours_prefill[f"{layer} {regime}"] = mine
+        result.update(prefill_chunk=CHUNK, ours_prefill_ms=ours_prefill, prefill_peers_ms=prefill)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
-        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                   "batch": BATCH, "ours_layer_ms": ours, "peers_ms": peers}, f, indent=1)
-    plot(os.path.join(args.out, "peers.png"), ours, peers)
-    if not math.isfinite(sum(ours.values() or [0.0])):
-        raise SystemExit("our bench JSON holds no finite CSA layer decode rows")
+        json.dump(result, f, indent=1)
+    if not args.no_decode:
+        plot(os.path.join(args.out, "peers.png"), ours, peers)
+        if not math.isfinite(sum(ours.values() or [0.0])):
+            raise SystemExit("our bench JSON holds no finite CSA layer decode rows")
 
 
 if __name__ == "__main__":
