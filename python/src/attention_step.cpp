@@ -98,6 +98,7 @@ void AttentionStep::plan(StepArrays arrays, const StepOptions& options,
   PlanOptions plan_options;
   plan_options.max_context = options.max_context;
   if (options.max_score_bytes) plan_options.max_score_bytes = *options.max_score_bytes;
+  plan_options.tile_attention = options.tile_attention;
   StepPlan plan = backend_->backend->plan(desc, layers_, plan_options);
 
   const size_t need = plan.workspace_bytes();

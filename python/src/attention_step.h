@@ -36,6 +36,7 @@ struct StepOptions {
   int64_t max_context = 0;
   std::optional<size_t> max_score_bytes;
   bool seq_lens_upper_bound = false;  // seq_lens_cpu holds upper bounds
+  TileAttention tile_attention = TileAttention::automatic;
 };
 
 // A layer's cache arrays converted once (AttentionWrapper.bind_cache): the

@@ -28,7 +28,8 @@ void plan(AttentionStep& step, InArray query_start_loc, InArray seq_lens, InArra
           InArray slot_mapping, OptIn ring_index, OptIn query_start_loc_cpu, OptIn seq_lens_cpu,
           OptIn block_table_cpu, OptIn slot_mapping_cpu, OptIn ring_index_cpu,
           int64_t num_output_rows, int64_t max_context, std::optional<size_t> max_score_bytes,
-          bool seq_lens_upper_bound, OptOut workspace, uintptr_t stream) {
+          bool seq_lens_upper_bound, const std::string& tile_attention, OptOut workspace,
+          uintptr_t stream) {
   StepArrays arrays{std::move(query_start_loc),  std::move(seq_lens),
                     std::move(block_table),      std::move(slot_mapping),
                     std::move(ring_index),       std::move(query_start_loc_cpu),
@@ -39,6 +40,15 @@ void plan(AttentionStep& step, InArray query_start_loc, InArray seq_lens, InArra
   options.max_context = max_context;
   options.max_score_bytes = max_score_bytes;
   options.seq_lens_upper_bound = seq_lens_upper_bound;
+  if (tile_attention == "always") {
+    options.tile_attention = TileAttention::always;
+  } else if (tile_attention == "never") {
+    options.tile_attention = TileAttention::never;
+  } else if (tile_attention != "auto") {
+    throw nb::value_error(("tile_attention: expected \"auto\", \"always\" or \"never\", got \"" +
+                           tile_attention + "\"")
+                              .c_str());
+  }
   step.plan(std::move(arrays), options, std::move(workspace), stream);
 }
 
@@ -63,7 +73,7 @@ void bind_attention_step(nb::module_& m) {
            "block_table_cpu"_a.none() = nb::none(), "slot_mapping_cpu"_a.none() = nb::none(),
            "ring_index_cpu"_a.none() = nb::none(), "num_output_rows"_a = 0, "max_context"_a = 0,
            "max_score_bytes"_a.none() = nb::none(), "seq_lens_upper_bound"_a = false,
-           "workspace"_a.none() = nb::none(), "stream"_a = 0)
+           "tile_attention"_a = "auto", "workspace"_a.none() = nb::none(), "stream"_a = 0)
       .def("forward_csa", &AttentionStep::forward_csa, "config"_a, "query"_a, "key"_a.none(),
            "value"_a.none(), "index_query"_a, "index_weight"_a, "index_key"_a.none(),
            "index_z"_a.none(), "kv_cache"_a, "ring"_a.none(), "out"_a, "gate"_a.none() = nb::none(),

@@ -98,7 +98,8 @@ class AttentionWrapper:
              block_table_cpu: Optional[Array] = None, slot_mapping_cpu: Optional[Array] = None,
              ring_index_cpu: Optional[Array] = None, num_output_rows: int = 0,
              max_context: int = 0, max_score_bytes: Optional[int] = None,
-             seq_lens_upper_bound: bool = False, stream: Optional[int] = None) -> None:
+             seq_lens_upper_bound: bool = False, tile_attention: str = "auto",
+             stream: Optional[int] = None) -> None:
         """Plans the step on the host; no device synchronization.
 
         query_start_loc i32 [R+1], seq_lens i32 [R] (lengths after this step),
@@ -123,13 +124,19 @@ class AttentionWrapper:
         forwards read the exact lengths from `seq_lens` when they run, with
         query_len <= seq_lens[r] <= seq_lens_cpu[r]. query_start_loc stays
         exact.
+
+        tile_attention: "auto" lets the cuda backend run prefill rows (requests
+        of >= 8 query rows) through its tile kernel where that pays; "always"
+        or "never" force the choice (A/B measurements). Results differ only
+        in rounding; the cpu backend ignores it.
         """
         self._step.plan(query_start_loc, seq_lens, block_table, slot_mapping, ring_index,
                         query_start_loc_cpu=query_start_loc_cpu, seq_lens_cpu=seq_lens_cpu,
                         block_table_cpu=block_table_cpu, slot_mapping_cpu=slot_mapping_cpu,
                         ring_index_cpu=ring_index_cpu, num_output_rows=num_output_rows,
                         max_context=max_context, max_score_bytes=max_score_bytes,
-                        seq_lens_upper_bound=seq_lens_upper_bound, workspace=self.workspace,
+                        seq_lens_upper_bound=seq_lens_upper_bound,
+                        tile_attention=tile_attention, workspace=self.workspace,
                         stream=self._stream(stream, query_start_loc))
 
     @property

@@ -141,6 +141,27 @@ def test_bound_cache_rejects_bad_use(kit, backend):
                             ring=state.ring, out=out)
 
 
+@pytest.mark.parametrize("tiles", ["always", "never"])
+def test_tile_attention_choice(kit, backend, tiles, monkeypatch):
+    """plan(tile_attention=...) forced either way gives the oracle's results."""
+    plan = s5.AttentionWrapper.plan
+    monkeypatch.setattr(s5.AttentionWrapper, "plan",
+                        lambda self, *a, **k: plan(self, *a, tile_attention=tiles, **k))
+    run_schedule(kit, backend, [csa_config(), swa_config()])
+
+
+def test_tile_attention_rejects_unknown(kit, backend):
+    c = csa_config()
+    engine = Engine(kit, [c], max_requests=3, blocks_per_request=6, seed=3)
+    wrapper = make_wrapper(kit, backend, [c])
+    meta = engine.step(SCHEDULE[0])
+    with pytest.raises(ValueError, match="tile_attention: expected"):
+        wrapper.plan(kit.array(meta.query_start_loc), kit.array(meta.seq_lens),
+                     kit.array(meta.block_table), kit.array(meta.slot_mapping),
+                     kit.array(meta.ring_index), query_start_loc_cpu=kit.host(meta.query_start_loc),
+                     seq_lens_cpu=kit.host(meta.seq_lens), tile_attention="sometimes")
+
+
 def test_write_kv_from_slots_matches_planned_write(kit, backend):
     c = csa_config()
     engine = Engine(kit, [c], max_requests=3, blocks_per_request=6, seed=2)
