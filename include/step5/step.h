@@ -203,14 +203,14 @@ struct StepPlan {
   std::vector<int32_t> row_request;   // [n]
   std::vector<int32_t> row_position;  // [n]
 
-  // Mixed steps: rows of requests with at least 8 query rows (detail::kTileMinRows) in
-  // tiles of up to 16 consecutive rows of one request (never across a
-  // scoring chunk), for the cuda tile attention kernel; the other rows in
-  // order. Empty for uniform and empty steps. Copied into the workspace by
-  // prepare_step (row_meta_offset).
   TileAttention tile_attention = TileAttention::automatic;  // PlanOptions::tile_attention
-  std::vector<int32_t> row_tiles;                           // [tiles, 2]: first row, row count
-  std::vector<int32_t> untiled_rows;                        // rows in no tile, ascending
+  // Mixed steps (unless TileAttention::never): rows of requests with at
+  // least 8 query rows in tiles of up to 16 consecutive rows of one request
+  // (never across a scoring chunk), for the cuda tile attention kernel; the
+  // other rows in order. Empty for uniform and empty steps. Copied into the
+  // workspace by prepare_step (row_meta_offset).
+  std::vector<int32_t> row_tiles;     // [tiles, 2]: first row, row count
+  std::vector<int32_t> untiled_rows;  // rows in no tile, ascending
 
   // CSA scoring works in chunks of rows so the scores buffer stays bounded.
   int64_t chunk_rows = 0;    // rows per chunk (the last may be shorter)
