@@ -13,6 +13,7 @@
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
+#include "cuda/attention/softmax.cuh"
 #include "cuda/attention/tiles.h"
 #include "cuda/common/rows.h"
 
@@ -262,37 +263,14 @@ __global__ void __launch_bounds__(attention_threads())
           tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
         }
       }
-      float alpha[2];
       float m_use[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-        tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-        const float m_new = fmaxf(m[r], tmax[r]);
-        // A row with no key yet keeps m = -inf; guard exp2(-inf - -inf).
-        alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(m[r] - m_new);
-        m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-        m[r] = m_new;
-        l[r] *= alpha[r];
-      }
+      move_running_max<D>(tmax, m, l, acc, m_use);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
           l[e >> 1] += s[nt][e];
-        }
-      }
-      // Rescale only when some row's maximum moved (alpha is exactly 1
-      // otherwise): after the first steps that is rare, and it saves D / 2
-      // multiplies per step.
-      if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-        for (int nd = 0; nd < D / 8; ++nd) {
-          acc[nd][0] *= alpha[0];
-          acc[nd][1] *= alpha[0];
-          acc[nd][2] *= alpha[1];
-          acc[nd][3] *= alpha[1];
         }
       }
 

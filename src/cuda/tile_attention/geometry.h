@@ -73,6 +73,7 @@ struct TileSmem {
   static_assert(kStageBytes % 128 == 0, "stages stay 128-byte aligned");
   static_assert(T::kStageBytes % 16 == 0, "16-byte cp.async destinations");
   static_assert(window_regions() % 256 == 0, "windows are whole passes of 256 threads");
+  static_assert(tile_rows() < 32, "row masks are 32-bit with room for the shift of a full tile");
 };
 
 }  // namespace step5::cuda::tiled

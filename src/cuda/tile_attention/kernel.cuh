@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(max_heads_per_group() * 32)
 
   int32_t request = 0;
   const uint32_t live = load_tile_rows(p, first, count, sm, request);
-  const uint32_t wanted = (count >= 32 ? ~0u : (1u << count) - 1u);
+  const uint32_t wanted = (1u << count) - 1u;  // count <= tile_rows() = 16
 
   uint32_t qf[D / 16][4];
   load_tile_q<T>(p, first, count, g, hpg, warp, lane, qf);
@@ -88,16 +88,17 @@ __global__ void __launch_bounds__(max_heads_per_group() * 32)
     }
   }
 
-  // Keys no row attends are never read: below the lowest window, above the
-  // last row.
+  // Keys no row attends are never read: below the lowest window (0 for
+  // CSA rows), above the last row; so are regions outside [region_lo,
+  // region_hi].
   int32_t key_lo = INT32_MAX, key_hi = -1;
   for (int j = 0; j < tile_rows(); ++j) {
     if (((live >> j) & 1u) == 0) continue;
     key_lo = min(key_lo, sm.row_low[j]);
     key_hi = max(key_hi, sm.row_position[j]);
   }
-  int32_t region_lo = 0, region_hi = -1;
-  tile_region_range(p, live, sm, region_lo, region_hi);
+  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
+  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
 #pragma unroll 1
   for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {

@@ -11,6 +11,7 @@
 
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/ptx.cuh"
+#include "cuda/attention/softmax.cuh"
 #include "cuda/tile_attention/geometry.h"
 #include "cuda/tile_attention/params.h"
 
@@ -109,18 +110,8 @@ __device__ __forceinline__ void attend_steps(const unsigned char* rows, int lane
       }
     }
   }
-  float alpha[2], m_use[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-    const float m_new = fmaxf(w.m[r], tmax[r]);
-    // A row with no key yet keeps m = -inf; guard exp2(-inf - -inf).
-    alpha[r] = m_new == -INFINITY ? 1.0f : exp2f(w.m[r] - m_new);
-    m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-    w.m[r] = m_new;
-    w.l[r] *= alpha[r];
-  }
+  float m_use[2];
+  attn::move_running_max<D>(tmax, w.m, w.l, w.acc, m_use);
 #pragma unroll
   for (int k = 0; k < kSteps; ++k) {
 #pragma unroll
@@ -130,16 +121,6 @@ __device__ __forceinline__ void attend_steps(const unsigned char* rows, int lane
         s[k][nt][e] = exp2f(s[k][nt][e] - m_use[e >> 1]);
         w.l[e >> 1] += s[k][nt][e];
       }
-    }
-  }
-  // Rescale only when some row's maximum moved (alpha is exactly 1 otherwise).
-  if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-    for (int nd = 0; nd < D / 8; ++nd) {
-      w.acc[nd][0] *= alpha[0];
-      w.acc[nd][1] *= alpha[0];
-      w.acc[nd][2] *= alpha[1];
-      w.acc[nd][3] *= alpha[1];
     }
   }
 #pragma unroll

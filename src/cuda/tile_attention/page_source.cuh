@@ -53,19 +53,6 @@ __device__ uint32_t load_tile_rows(const PagedAttentionParams& p, int64_t first,
   return live;
 }
 
-// Regions [lo, hi] that any live row attends (hi < lo when none).
-template <class Smem>
-__device__ void tile_region_range(const PagedAttentionParams& p, uint32_t live, const Smem& sm,
-                                  int32_t& lo, int32_t& hi) {
-  lo = INT32_MAX;
-  hi = -1;
-  for (int i = 0; i < tile_rows(); ++i) {
-    if (((live >> i) & 1u) == 0) continue;
-    hi = max(hi, sm.row_position[i] / attn::page_tokens());
-    lo = min(lo, p.selected != nullptr ? 0 : sm.row_low[i] / attn::page_tokens());
-  }
-}
-
 // Regions of the window that starts at `base` when the last attended region
 // is `last`, rounded up to whole passes of the CTA's threads (the
 // compaction's ballots need every lane).
