@@ -104,6 +104,13 @@ constexpr int select_radix_bits() {
 constexpr int select_bins() {
   return 64 * 27;
 }
+// Candidates of the threshold bin (the K-th key is among them) up to which
+// the K-th is found by counting (each candidate compares itself with all:
+// at most 256 x 256 shared reads spread over the CTA) instead of four radix
+// passes with three barriers each. Random scores leave a few dozen there.
+constexpr int select_few() {
+  return 256;
+}
 // Entries (index, key) kept in shared memory: 6144 x 8 B = 48 KB, so three
 // CTAs of 512 threads share one SM.
 constexpr int select_capacity() {

@@ -5,8 +5,9 @@
 //      K-th key;
 //   2. one ordered pass keeps every region in a bin above the threshold
 //      bin and every candidate inside it, in index order, in shared memory;
-//   3. an exact radix select among the candidates finds the K-th key and how
-//      many regions equal to it are taken (the lowest-indexed ones);
+//   3. the exact K-th key among the candidates (by counting when they are
+//      few, else radix passes) and how many regions equal to it are taken
+//      (the lowest-indexed ones);
 //   4. one ordered pass over the kept list writes the K regions ascending.
 // Bins are a monotone function of the key, so every region of a higher bin
 // beats every region of a lower one; the exact order inside the threshold
@@ -16,43 +17,20 @@
 // decide instead.
 #pragma once
 
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
+#include <type_traits>
 
 #include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
+#include "cuda/select/threshold.cuh"
 #include "cuda/summaries/summaries.cuh"
 
 namespace step5::cuda {
-
-// Distance bin of `key` below `best`: larger keys, larger bins.
-__device__ __forceinline__ int select_bin(uint32_t key, uint32_t best) {
-  const uint32_t d = key >= best ? 0u : best - key;
-  int g = static_cast<int>(d);
-  if (d >= 64u) {
-    const int e = 31 - __clz(d);  // 6..31
-    g = (e - 5) * 64 + static_cast<int>((d >> (e - 6)) & 63u);
-  }
-  return select_bins() - 1 - g;
-}
 
 // Smem of the select kernel beyond its static part: the kept list.
 struct SelectList {
   uint32_t key[select_capacity()];
   int32_t index[select_capacity()];
-};
-
-template <int kThreads>
-struct SelectShared {
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  using Reduce = cub::BlockReduce<uint32_t, kThreads>;
-  union {
-    typename Scan::TempStorage scan;
-    typename Reduce::TempStorage reduce;
-  } cub;
-  uint32_t hist[select_bins()];
-  uint32_t value[4];  // broadcast slots
 };
 
 // Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
@@ -73,65 +51,6 @@ __device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_
 #pragma unroll
     for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
   }
-}
-
-// Warp 0 finds, over 2^bits bins counted from the top, the bin where the
-// running count reaches `need`; writes the bin and the count above it.
-template <int kBins>
-__device__ __forceinline__ void find_threshold(const uint32_t* hist, uint32_t need,
-                                               uint32_t* out_bin, uint32_t* out_above) {
-  constexpr int kPerLane = (kBins + 31) / 32;
-  const int lane = threadIdx.x;
-  uint32_t local = 0;
-  for (int k = 0; k < kPerLane; ++k) {
-    const int bin = kBins - 1 - lane * kPerLane - k;
-    if (bin >= 0) local += hist[bin];
-  }
-  uint32_t inclusive = local;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += up;
-  }
-  const uint32_t before = inclusive - local;
-  if (before < need && inclusive >= need) {
-    uint32_t above = before;
-    for (int k = 0; k < kPerLane; ++k) {
-      const int bin = kBins - 1 - lane * kPerLane - k;
-      if (bin < 0) break;
-      if (above + hist[bin] >= need) {
-        *out_bin = static_cast<uint32_t>(bin);
-        *out_above = above;
-        break;
-      }
-      above += hist[bin];
-    }
-  }
-}
-
-// Radix select of the need-th largest key among the keys `for_each` visits
-// (MSB first, 8-bit digits). Returns the key; `need` becomes how many keys
-// equal to it belong to the top.
-template <int kThreads, class ForEach>
-__device__ uint32_t radix_select(SelectShared<kThreads>& sh, uint32_t& need, ForEach for_each) {
-  constexpr int kRadix = 1 << select_radix_bits();
-  uint32_t prefix = 0;
-  for (int shift = 32 - select_radix_bits(); shift >= 0; shift -= select_radix_bits()) {
-    for (int b = threadIdx.x; b < kRadix; b += kThreads) sh.hist[b] = 0;
-    __syncthreads();
-    const uint32_t high_mask =
-        shift + select_radix_bits() >= 32 ? 0u : ~0u << (shift + select_radix_bits());
-    for_each([&](uint32_t key) {
-      if ((key & high_mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & (kRadix - 1)], 1u);
-    });
-    __syncthreads();
-    if (threadIdx.x < 32) find_threshold<kRadix>(sh.hist, need, &sh.value[0], &sh.value[1]);
-    __syncthreads();
-    prefix |= sh.value[0] << shift;
-    need -= sh.value[1];
-    __syncthreads();
-  }
-  return prefix;
 }
 
 template <int kThreads>
@@ -203,32 +122,39 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     best = sh.value[2];
   }
 
-  // 1. Histogram of distance bins; runs of one bin within a thread's items
-  // are added at once (ties are common: relu'd zeros).
+  // 1. Histogram of distance bins, one shared atomic per score (equal bins
+  // within a warp serialize, which costs little even when every score ties).
+  // The next step's scores are loaded before this step's are binned.
   for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
   __syncthreads();
-  for (int32_t base = 0; base < closed; base += kStep) {
+  {
     uint32_t key[kItems];
-    load_keys<kItems>(scores, closed, base + mine, vector, key);
-    int run_bin = -1;
-    uint32_t run = 0;
+    load_keys<kItems>(scores, closed, mine, vector, key);
+    for (int32_t base = 0; base < closed; base += kStep) {
+      uint32_t next[kItems];
+      if (base + kStep < closed)
+        load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
+      // Whole steps (all but the last) bin without bounds checks.
+      auto bin_step = [&](auto whole) {
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) {
-      if (base + mine + k >= closed) break;
-      const int bin = select_bin(key[k], best);
-      if (bin != run_bin) {
-        if (run > 0) atomicAdd(&sh.hist[run_bin], run);
-        run_bin = bin;
-        run = 0;
+        for (int k = 0; k < kItems; ++k) {
+          if (decltype(whole)::value || base + mine + k < closed) {
+            atomicAdd(&sh.hist[select_bin(key[k], best)], 1u);
+          }
+        }
+      };
+      if (base + kStep <= closed) {
+        bin_step(std::true_type{});
+      } else {
+        bin_step(std::false_type{});
       }
-      ++run;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) key[k] = next[k];
     }
-    if (run > 0) atomicAdd(&sh.hist[run_bin], run);
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    find_threshold<kBins>(sh.hist, static_cast<uint32_t>(p.topk), &sh.value[0], &sh.value[1]);
-  }
+  find_threshold_block<kThreads, kBins, Scan>(sh.hist, static_cast<uint32_t>(p.topk), sh.cub.scan,
+                                              &sh.value[0], &sh.value[1]);
   __syncthreads();
   const int threshold = static_cast<int>(sh.value[0]);
   const uint32_t above = sh.value[1];
@@ -238,15 +164,21 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   uint32_t kth;
   int32_t entries = 0;
   if (kept <= static_cast<uint32_t>(select_capacity())) {
-    // 2. Ordered pass: every region in a bin >= the threshold bin.
+    // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
+    // with a key >= the bin's floor.
+    const uint32_t floor_key = select_bin_floor(threshold, best);
     uint32_t carry = 0;
+    uint32_t key[kItems];
+    load_keys<kItems>(scores, closed, mine, vector, key);
     for (int32_t base = 0; base < closed; base += kStep) {
-      uint32_t key[kItems];
-      load_keys<kItems>(scores, closed, base + mine, vector, key);
+      uint32_t next[kItems];
+      if (base + kStep < closed)
+        load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
       uint32_t flags = 0, count = 0;
+      const bool whole = base + kStep <= closed;
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
-        const bool keep = base + mine + k < closed && select_bin(key[k], best) >= threshold;
+        const bool keep = (whole || base + mine + k < closed) && key[k] >= floor_key;
         flags |= keep ? 1u << k : 0u;
         count += keep ? 1u : 0u;
       }
@@ -262,16 +194,23 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
         }
       }
       carry += total;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) key[k] = next[k];
     }
     entries = static_cast<int32_t>(carry);
     __syncthreads();
     // 3. The K-th key among the candidates of the threshold bin.
-    kth = radix_select<kThreads>(sh, need, [&](auto&& visit) {
+    auto candidates = [&](auto&& visit) {
       for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
         const uint32_t key = list.key[i];
         if (select_bin(key, best) == threshold) visit(key);
       }
-    });
+    };
+    if (kept - above <= static_cast<uint32_t>(select_few())) {
+      kth = kth_among_few<kThreads>(sh, need, candidates);
+    } else {
+      kth = radix_select<kThreads>(sh, need, candidates);
+    }
   } else {
     // Massive ties: exact radix select over all of the row's keys in global
     // memory (need counts from the top of the whole row).

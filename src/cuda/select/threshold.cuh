@@ -1,0 +1,178 @@
+// How the select kernel (select.cuh) finds a row's K-th key: distance
+// bins below the row's best key, the threshold bin where the count from
+// the top reaches K, and the exact K-th key among a set of candidates
+// (counting when they are few, radix passes otherwise).
+#pragma once
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <cstdint>
+
+#include "cuda/heuristics.h"
+
+namespace step5::cuda {
+
+// Distance bin of `key` below `best`: larger keys, larger bins. Without
+// branches: a branch per score here was a third of the kernel's
+// instructions (ncu, 128K decode).
+__device__ __forceinline__ int select_bin(uint32_t key, uint32_t best) {
+  const uint32_t d = key >= best ? 0u : best - key;
+  const int e = 31 - __clz(d | 1u);  // 6..31 when d >= 64
+  const int fine = (e - 5) * 64 + static_cast<int>((d >> max(e - 6, 0)) & 63u);
+  const int g = d < 64u ? static_cast<int>(d) : fine;
+  return select_bins() - 1 - g;
+}
+
+// The smallest key whose bin is >= `bin` (bins fall as the distance below
+// `best` grows): a key belongs to bin `bin` or above exactly when it is >=
+// this, so the ordered pass compares keys instead of computing bins.
+__device__ __forceinline__ uint32_t select_bin_floor(int bin, uint32_t best) {
+  const int g = select_bins() - 1 - bin;
+  uint64_t d_hi = static_cast<uint64_t>(g);  // the largest distance of bin g
+  if (g >= 64) {
+    const int e = g / 64 + 5, sub = g % 64;
+    d_hi = (static_cast<uint64_t>(65 + sub) << (e - 6)) - 1u;
+  }
+  return d_hi >= best ? 0u : best - static_cast<uint32_t>(d_hi);
+}
+
+template <int kThreads>
+struct SelectShared {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  using Reduce = cub::BlockReduce<uint32_t, kThreads>;
+  union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } cub;
+  uint32_t hist[select_bins()];
+  uint32_t value[4];  // broadcast slots
+};
+
+// Warp 0 finds, over 2^bits bins counted from the top, the bin where the
+// running count reaches `need`; writes the bin and the count above it.
+template <int kBins>
+__device__ __forceinline__ void find_threshold(const uint32_t* hist, uint32_t need,
+                                               uint32_t* out_bin, uint32_t* out_above) {
+  constexpr int kPerLane = (kBins + 31) / 32;
+  const int lane = threadIdx.x;
+  uint32_t local = 0;
+  for (int k = 0; k < kPerLane; ++k) {
+    const int bin = kBins - 1 - lane * kPerLane - k;
+    if (bin >= 0) local += hist[bin];
+  }
+  uint32_t inclusive = local;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += up;
+  }
+  const uint32_t before = inclusive - local;
+  if (before < need && inclusive >= need) {
+    uint32_t above = before;
+    for (int k = 0; k < kPerLane; ++k) {
+      const int bin = kBins - 1 - lane * kPerLane - k;
+      if (bin < 0) break;
+      if (above + hist[bin] >= need) {
+        *out_bin = static_cast<uint32_t>(bin);
+        *out_above = above;
+        break;
+      }
+      above += hist[bin];
+    }
+  }
+}
+
+// All threads find, over kBins bins counted from the top, the bin where the
+// running count reaches `need` (one block scan; a serial walk by one warp
+// left the other warps waiting at the next barrier); writes the bin and
+// the count above it.
+template <int kThreads, int kBins, class Scan>
+__device__ __forceinline__ void find_threshold_block(const uint32_t* hist, uint32_t need,
+                                                     typename Scan::TempStorage& storage,
+                                                     uint32_t* out_bin, uint32_t* out_above) {
+  constexpr int kPer = (kBins + kThreads - 1) / kThreads;
+  const int top = kBins - 1 - static_cast<int>(threadIdx.x) * kPer;
+  uint32_t local = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) local += top - k >= 0 ? hist[top - k] : 0u;
+  uint32_t before = 0;
+  Scan(storage).ExclusiveSum(local, before);
+  if (before < need && before + local >= need) {
+    uint32_t above = before;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int bin = top - k;
+      if (bin < 0) break;
+      if (above + hist[bin] >= need) {
+        *out_bin = static_cast<uint32_t>(bin);
+        *out_above = above;
+        break;
+      }
+      above += hist[bin];
+    }
+  }
+}
+
+// Radix select of the need-th largest key among the keys `for_each` visits
+// (MSB first, 8-bit digits). Returns the key; `need` becomes how many keys
+// equal to it belong to the top.
+template <int kThreads, class ForEach>
+__device__ uint32_t radix_select(SelectShared<kThreads>& sh, uint32_t& need, ForEach for_each) {
+  constexpr int kRadix = 1 << select_radix_bits();
+  uint32_t prefix = 0;
+  for (int shift = 32 - select_radix_bits(); shift >= 0; shift -= select_radix_bits()) {
+    for (int b = threadIdx.x; b < kRadix; b += kThreads) sh.hist[b] = 0;
+    __syncthreads();
+    const uint32_t high_mask =
+        shift + select_radix_bits() >= 32 ? 0u : ~0u << (shift + select_radix_bits());
+    for_each([&](uint32_t key) {
+      if ((key & high_mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & (kRadix - 1)], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x < 32) find_threshold<kRadix>(sh.hist, need, &sh.value[0], &sh.value[1]);
+    __syncthreads();
+    prefix |= sh.value[0] << shift;
+    need -= sh.value[1];
+    __syncthreads();
+  }
+  return prefix;
+}
+
+// The need-th largest key among the few keys `for_each` visits (at most
+// select_few()), by counting: each key learns how many others are larger
+// and equal, and the first of the keys where the count reaches `need`
+// reports. One pass instead of four radix passes, each of which waited on
+// one warp. Returns the key; `need` becomes how many keys equal to it
+// belong to the top. Uses sh.hist (the histogram must have been read).
+template <int kThreads, class ForEach>
+__device__ uint32_t kth_among_few(SelectShared<kThreads>& sh, uint32_t& need, ForEach for_each) {
+  uint32_t* few = sh.hist;
+  static_assert(select_few() <= select_bins(), "the keys are gathered into the histogram");
+  if (threadIdx.x == 0) sh.value[2] = 0;
+  __syncthreads();
+  for_each([&](uint32_t key) { few[atomicAdd(&sh.value[2], 1u)] = key; });
+  __syncthreads();
+  const uint32_t m = sh.value[2];
+  for (uint32_t i = threadIdx.x; i < m; i += kThreads) {
+    const uint32_t c = few[i];
+    uint32_t greater = 0, equal = 0, equal_before = 0;
+    for (uint32_t j = 0; j < m; ++j) {
+      const uint32_t x = few[j];
+      greater += x > c ? 1u : 0u;
+      equal += x == c ? 1u : 0u;
+      equal_before += x == c && j < i ? 1u : 0u;
+    }
+    if (equal_before == 0 && greater < need && greater + equal >= need) {
+      sh.value[0] = c;
+      sh.value[1] = greater;
+    }
+  }
+  __syncthreads();
+  const uint32_t kth = sh.value[0];
+  need -= sh.value[1];
+  __syncthreads();
+  return kth;
+}
+
+}  // namespace step5::cuda
