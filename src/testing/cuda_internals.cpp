@@ -6,6 +6,7 @@
 #include "cuda/attention/heuristics.h"
 #include "cuda/attention/tiles.h"
 #include "cuda/common/arch.h"
+#include "cuda/select/bins.h"
 #if defined(STEP5_HAVE_CUDA)
 #include "cuda/attention/fill.h"
 #include "cuda/attention/launch.h"
@@ -44,6 +45,18 @@ KernelPath select_kernel_path(int major, int minor, bool built_sm90a, CudaKernel
 
 std::string capability_problem(int major, int minor) {
   return cuda::capability_problem(major, minor);
+}
+
+int select_bin(uint32_t key, uint32_t best) {
+  return cuda::select_bin(key, best);
+}
+
+uint32_t select_bin_floor(int bin, uint32_t best) {
+  return cuda::select_bin_floor(bin, best);
+}
+
+int select_bins() {
+  return cuda::select_bins();
 }
 
 int attention_stages(bool fp8) {

@@ -1,10 +1,10 @@
 // White-box entry points into the cuda backend, for its tests and the
 // CLI's GPU check and bench: the kernel set a compute capability gets, the
-// attention tiles' pipeline depths and the schedule a plan gives a
-// described device (host code: no GPU needed, and the first group builds
-// without the cuda backend too), then, in builds with the cuda backend, the
-// device's fp8 conversion kernels and the benchmark fill. Each function
-// forwards to the backend's internal one of the same name
+// attention tiles' pipeline depths, the selection's bins and the schedule a
+// plan gives a described device (host code: no GPU needed, and the first
+// group builds without the cuda backend too), then, in builds with the cuda
+// backend, the device's fp8 conversion kernels and the benchmark fill. Each
+// function forwards to the backend's internal one of the same name
 // (src/testing/cuda_internals.cpp); they are no part of the runtime API.
 #pragma once
 
@@ -38,6 +38,13 @@ int attention_compact_stages(bool fp8);
 // Whether the attention tile of head size `head_size` (64, 128 or 192; else
 // Error(invalid_argument)) has a compact variant.
 bool has_compact_tile(int head_size, bool fp8, bool csa);
+
+// The selection kernel's distance bins (src/cuda/select/bins.h): the bin of
+// order key `key` below a row's best key `best` (larger keys, larger bins;
+// 0 .. select_bins() - 1), and the smallest key whose bin is >= `bin`.
+int select_bin(uint32_t key, uint32_t best);
+uint32_t select_bin_floor(int bin, uint32_t best);
+int select_bins();
 
 #if defined(STEP5_HAVE_CUDA)
 // The stages the plan takes for `config` on a GPU with `max_smem` bytes of

@@ -1,7 +1,7 @@
-// How the select kernel (select.cuh) finds a row's K-th key: distance
-// bins below the row's best key, the threshold bin where the count from
-// the top reaches K, and the exact K-th key among a set of candidates
-// (counting when they are few, radix passes otherwise).
+// How the select kernel (select.cuh) finds a row's K-th key: the threshold
+// bin (bins.h) where the count from the top reaches K, and the exact K-th
+// key among a set of candidates (counting when they are few, radix passes
+// otherwise).
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -10,32 +10,9 @@
 #include <cstdint>
 
 #include "cuda/heuristics.h"
+#include "cuda/select/bins.h"
 
 namespace step5::cuda {
-
-// Distance bin of `key` below `best`: larger keys, larger bins. Without
-// branches: a branch per score here was a third of the kernel's
-// instructions (ncu, 128K decode).
-__device__ __forceinline__ int select_bin(uint32_t key, uint32_t best) {
-  const uint32_t d = key >= best ? 0u : best - key;
-  const int e = 31 - __clz(d | 1u);  // 6..31 when d >= 64
-  const int fine = (e - 5) * 64 + static_cast<int>((d >> max(e - 6, 0)) & 63u);
-  const int g = d < 64u ? static_cast<int>(d) : fine;
-  return select_bins() - 1 - g;
-}
-
-// The smallest key whose bin is >= `bin` (bins fall as the distance below
-// `best` grows): a key belongs to bin `bin` or above exactly when it is >=
-// this, so the ordered pass compares keys instead of computing bins.
-__device__ __forceinline__ uint32_t select_bin_floor(int bin, uint32_t best) {
-  const int g = select_bins() - 1 - bin;
-  uint64_t d_hi = static_cast<uint64_t>(g);  // the largest distance of bin g
-  if (g >= 64) {
-    const int e = g / 64 + 5, sub = g % 64;
-    d_hi = (static_cast<uint64_t>(65 + sub) << (e - 6)) - 1u;
-  }
-  return d_hi >= best ? 0u : best - static_cast<uint32_t>(d_hi);
-}
 
 template <int kThreads>
 struct SelectShared {
