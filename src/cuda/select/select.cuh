@@ -123,8 +123,9 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   }
 
   // 1. Histogram of distance bins, one shared atomic per score (equal bins
-  // within a warp serialize, which costs little even when every score ties).
-  // The next step's scores are loaded before this step's are binned.
+  // within a warp serialize: rows of tied scores bin slower, not wrongly;
+  // their time was not measured). The next step's scores are loaded before
+  // this step's are binned.
   for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
   __syncthreads();
   {
