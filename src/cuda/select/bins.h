@@ -36,6 +36,8 @@ STEP5_SELECT_BINS_FN int select_log2_floor(uint32_t x) {
 STEP5_SELECT_BINS_FN int select_bin(uint32_t key, uint32_t best) {
   const uint32_t d = key >= best ? 0u : best - key;
   const int e = select_log2_floor(d | 1u);  // 6..31 when d >= 64
+  // The same value either way; the device keeps the spelling whose code was
+  // measured (the ternary compiles to different, longer code there).
 #if defined(__CUDA_ARCH__)
   const int shift = max(e - 6, 0);
 #else
