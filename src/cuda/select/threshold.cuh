@@ -26,6 +26,24 @@ struct SelectShared {
   uint32_t value[4];  // broadcast slots
 };
 
+// The bin among `count` consecutive bins from `top` downwards where the
+// running count, `above` before `top`, reaches `need`; written with the count
+// above it. Called by the one thread whose bins hold the crossing.
+__device__ __forceinline__ void write_crossing(const uint32_t* hist, int top, int count,
+                                               uint32_t above, uint32_t need, uint32_t* out_bin,
+                                               uint32_t* out_above) {
+  for (int k = 0; k < count; ++k) {
+    const int bin = top - k;
+    if (bin < 0) break;
+    if (above + hist[bin] >= need) {
+      *out_bin = static_cast<uint32_t>(bin);
+      *out_above = above;
+      break;
+    }
+    above += hist[bin];
+  }
+}
+
 // Warp 0 finds, over 2^bits bins counted from the top, the bin where the
 // running count reaches `need`; writes the bin and the count above it.
 template <int kBins>
@@ -46,17 +64,7 @@ __device__ __forceinline__ void find_threshold(const uint32_t* hist, uint32_t ne
   }
   const uint32_t before = inclusive - local;
   if (before < need && inclusive >= need) {
-    uint32_t above = before;
-    for (int k = 0; k < kPerLane; ++k) {
-      const int bin = kBins - 1 - lane * kPerLane - k;
-      if (bin < 0) break;
-      if (above + hist[bin] >= need) {
-        *out_bin = static_cast<uint32_t>(bin);
-        *out_above = above;
-        break;
-      }
-      above += hist[bin];
-    }
+    write_crossing(hist, kBins - 1 - lane * kPerLane, kPerLane, before, need, out_bin, out_above);
   }
 }
 
@@ -76,18 +84,7 @@ __device__ __forceinline__ void find_threshold_block(const uint32_t* hist, uint3
   uint32_t before = 0;
   Scan(storage).ExclusiveSum(local, before);
   if (before < need && before + local >= need) {
-    uint32_t above = before;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const int bin = top - k;
-      if (bin < 0) break;
-      if (above + hist[bin] >= need) {
-        *out_bin = static_cast<uint32_t>(bin);
-        *out_above = above;
-        break;
-      }
-      above += hist[bin];
-    }
+    write_crossing(hist, top, kPer, before, need, out_bin, out_above);
   }
 }
 
