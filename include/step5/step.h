@@ -105,6 +105,7 @@ struct LayerSchedule {
   int32_t indexer_tile_n = 0;         // wgmma N: index-query rows per tile (incl. padding)
   int32_t indexer_ctas = 0;           // persistent grid of the indexer
   int32_t indexer_stages = 0;         // summary tiles in each indexer CTA's pipeline
+  int32_t indexer_consumers = 0;      // consumer warpgroups of each indexer CTA
   // The plan's row tiles (StepPlan::row_tiles) go to the tile attention
   // kernel, the untiled rows to the row kernel; false: every row to the row
   // kernel (a layer the tile kernel does not serve, or a step without tiles).

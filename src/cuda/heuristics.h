@@ -45,11 +45,13 @@ constexpr int indexer_max_chunks() {
   return 4;
 }
 
-// tensor-core indexer: one warpgroup per CTA (the wgmma unit), M = 64
-// regions per tile. Index heads are padded to 4 so a tile's N columns are
-// 4 x (rows x G padded to 8) and every thread holds all heads of its
-// (row, group) slots: the weighted-ReLU sum needs no shuffle.
-constexpr int indexer_tc_threads() {
+// tensor-core indexer: warp-specialized, one CTA per SM. A producer
+// warpgroup looks up block ids and starts the summary copies; one or two
+// consumer warpgroups multiply and reduce (M = 64 regions per wgmma tile).
+// Index heads are padded to 4 so a tile's N columns are 4 x (rows x G
+// padded to 8) and every thread holds all heads of its (row, group) slots:
+// the weighted-ReLU sum needs no shuffle.
+constexpr int indexer_tc_threads() {  // one warpgroup
   return 128;
 }
 constexpr int indexer_tc_tile_regions() {
@@ -58,22 +60,38 @@ constexpr int indexer_tc_tile_regions() {
 constexpr int indexer_tc_heads() {
   return 4;
 }
-// Stages of summary tiles per CTA, chosen by the plan from the shared
-// memory left next to the query operand: while one stage is read, the
-// others are in flight, and 4.3 TB/s at ~1-2 us of loaded latency needs
-// 32-64 KB in flight per SM. The planner keeps indexer_tc_target_ctas()
-// CTAs per SM (one warpgroup's MMAs and epilogue overlap the other's
-// waits) and gives each as many stages as then fit, up to the maximum;
-// when even the minimum does not fit that many CTAs, one CTA per SM takes
-// as many stages as fit.
+// Consumers take the CTA's tiles in turn, each with its own copy of the
+// staged index queries: two, so one's epilogue, staging and barrier waits
+// overlap the other's MMAs (ncu, 128K b32 decode, one warpgroup doing
+// everything: 0.35 instructions issued per scheduler and cycle, 65 % of
+// cycles with no eligible warp). One when two query operands would leave
+// fewer than indexer_tc_min_stages() stages (N = 256 prefill tiles).
+constexpr int indexer_tc_max_consumers() {
+  return 2;
+}
+constexpr int indexer_tc_block_threads() {
+  return indexer_tc_threads() * (1 + indexer_tc_max_consumers());
+}
+// Registers per thread after the split (setmaxnreg): the producer needs
+// few, the consumers hold accumulators and double-buffered A fragments
+// (at N = 256, 232 spilled). 128 x 24 + 256 x 240 = 64,512 of the SM's
+// 65,536. A queue of four block-id lookups in the producer (40 registers,
+// consumers 232) left the decode indexer unchanged (55.6 vs 56.1 us) and
+// made the N = 256 prefill one slower (288 vs 266 us, spills).
+constexpr int indexer_tc_producer_registers() {
+  return 24;
+}
+constexpr int indexer_tc_consumer_registers() {
+  return 240;
+}
+// Stages of summary tiles per CTA, the most that fit next to the query
+// operands: the producer keeps all but the ones being read in flight, and
+// 4.3 TB/s at ~1-2 us of loaded latency needs 32-64 KB in flight per SM.
 constexpr int indexer_tc_min_stages() {
   return 2;
 }
 constexpr int indexer_tc_max_stages() {
-  return 6;
-}
-constexpr int indexer_tc_target_ctas() {
-  return 2;
+  return 8;
 }
 constexpr int indexer_tc_max_index_dim() {
   return 512;

@@ -50,39 +50,40 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   int slots = 8;
   while (slots < max_slots && slots < rows * G) slots *= 2;
   const int summary_bytes = c.summary_dtype == DType::fp8_e4m3 ? 1 : 2;
-  // Fewer slots when the query operand would not fit next to the stages
-  // (2 KB kept for the kernel's static shared memory).
+  // Fewer slots when one consumer's query operand would not fit next to
+  // the fewest stages (2 KB kept for the kernel's static shared memory).
   const size_t budget = device.max_smem_per_block - 2048;
-  auto smem_of = [&](int tile_n, int stages) {
-    return indexer_tc_smem_bytes(tile_n, c.index_dim, summary_bytes, plan.num_requests, stages);
+  auto smem_of = [&](int tile_n, int consumers, int stages) {
+    return indexer_tc_smem_bytes(tile_n, c.index_dim, summary_bytes, plan.num_requests, consumers,
+                                 stages);
   };
-  while (slots >= 8 && smem_of(slots * heads, indexer_tc_min_stages()) > budget) slots /= 2;
+  while (slots >= 8 && smem_of(slots * heads, 1, indexer_tc_min_stages()) > budget) slots /= 2;
   if (slots < 8 || slots < G) return;
   const int tile_n = slots * heads;
-  // Stages (heuristics.h): the most that keep the target CTAs per SM, else
-  // the most that fit one CTA. A persistent grid: as many CTAs as fit on
-  // the device at once.
-  int stages = 0, per_sm = 0;
-  for (int k = indexer_tc_max_stages(); k >= indexer_tc_min_stages(); --k) {
-    const size_t smem = smem_of(tile_n, k);
-    if (smem > budget) continue;
-    const int fit = indexer_tc_ctas_per_sm(tile_n, c.summary_dtype, smem);
-    if (fit >= 1 && stages == 0) {
-      stages = k;  // the most stages of one CTA, unless fewer keep the target
-      per_sm = fit;
-    }
-    if (fit >= indexer_tc_target_ctas()) {
-      stages = k;
-      per_sm = fit;
-      break;
+  // Consumers and stages (heuristics.h): the most consumers that still
+  // leave a stage in flight beyond the ones they read, then the most
+  // stages that fit. One CTA per SM, a persistent grid.
+  int consumers = 0, stages = 0;
+  for (int n = indexer_tc_max_consumers(); n >= 1 && stages == 0; --n) {
+    const int fewest = std::max(indexer_tc_min_stages(), n + 1);
+    for (int k = indexer_tc_max_stages(); k >= fewest; --k) {
+      if (smem_of(tile_n, n, k) <= budget) {
+        consumers = n;
+        stages = k;
+        break;
+      }
     }
   }
-  if (stages == 0) return;  // not even one CTA resident: the generic path
+  if (stages == 0) return;
+  if (indexer_tc_ctas_per_sm(tile_n, c.summary_dtype, smem_of(tile_n, consumers, stages)) < 1) {
+    return;  // not even one CTA resident: the generic path
+  }
   s.indexer = IndexerPath::tensor_core;
   s.indexer_tile_n = tile_n;
   s.indexer_rows_per_unit = static_cast<int32_t>(std::min<int64_t>(rows, slots / G));
+  s.indexer_consumers = consumers;
   s.indexer_stages = stages;
-  s.indexer_ctas = device.sm_count * per_sm;
+  s.indexer_ctas = device.sm_count;
 }
 
 // Whether the plan's row tiles go to the tile kernel for this layer.

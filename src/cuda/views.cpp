@@ -183,6 +183,7 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
   p.rows_per_unit = schedule.indexer_rows_per_unit;
   p.tile_n = schedule.indexer_tile_n;
   p.ctas = schedule.indexer_ctas;
+  p.consumers = schedule.indexer_consumers;
   p.stages = schedule.indexer_stages;
   p.guard = {summaries.num_blocks, block_table_cols(step), status};
   return p;

@@ -4,10 +4,12 @@
 // cp.async needs one instruction (and its address arithmetic) per 16 bytes.
 // Hopper-only PTX lives here and in common/wgmma.cuh.
 //
-// A pipeline stage owns one mbarrier. Each use of the stage is one phase:
-// every thread of the CTA arrives once, announcing the bytes it started
-// (arrive_expect_tx), and the phase completes when all have arrived and all
-// those bytes have landed. Use u of a stage waits for phase parity u & 1.
+// A pipeline stage owns an mbarrier that tells when its copies have
+// landed. Each use of the stage is one phase: every copying thread arrives
+// once, announcing the bytes it started (arrive_expect_tx), and the phase
+// completes when all have arrived and all those bytes have landed. Use u of
+// a stage waits for phase parity u & 1. A second mbarrier per stage, with
+// plain arrivals, can tell the copying threads when the stage was read.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,12 @@ __device__ __forceinline__ void fence_init() {
 __device__ __forceinline__ void arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
+}
+
+// This thread's plain arrival on the current phase; releases its earlier
+// shared-memory reads and writes to the threads that wait on the phase.
+__device__ __forceinline__ void arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from

@@ -2,9 +2,10 @@
 //
 // Two kernels compute them; the plan picks one per layer (LayerSchedule):
 //   - tensor_core (sm_90a wgmma): work is (request, block of query rows),
-//     each streamed once over its summaries in tiles of 64 regions; every
-//     query row of the block (rows x G x I index queries) is scored from one
-//     read of each summary. A persistent grid splits the step's tiles
+//     each streamed once over its summaries in tiles of 64 or 128 regions;
+//     every query row of the block (rows x G x I index queries) is scored
+//     from one read of each summary. A persistent grid (one CTA per SM, a
+//     producer and one or two consumer warpgroups) splits the step's tiles
 //     evenly; the split is derived on the device from seq_lens, so a CUDA
 //     graph replays with new lengths.
 //   - generic (fp32 FFMA): one CTA per (row, 64-region tile); any shape.
@@ -57,6 +58,7 @@ struct IndexerParams {
   int32_t rows_per_unit = 0;  // query rows per work unit
   int32_t tile_n = 0;         // wgmma N (32, 64, 128 or 256)
   int32_t ctas = 0;           // persistent grid
+  int32_t consumers = 0;      // consumer warpgroups per CTA, 1 or 2
   int32_t stages = 0;         // summary tiles per CTA's pipeline, >= 2
 
   DeviceGuard guard;  // num_blocks of the summary cache, block-table width; a region
@@ -64,10 +66,10 @@ struct IndexerParams {
 };
 
 // Dynamic shared memory of the tensor-core kernel for a layer (Di, summary
-// bytes per value), tile N, R requests and a stage count, alignment slack
-// included.
+// bytes per value), tile N, R requests, a consumer count and a stage count,
+// alignment slack included.
 size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests,
-                             int stages);
+                             int consumers, int stages);
 // Dynamic shared memory of the generic kernel for a layer (every index
 // query of one row in fp32, and its weights).
 size_t indexer_generic_smem_bytes(const LayerConfig& config);

@@ -1,11 +1,16 @@
-// The tensor-core indexer (sm_90a). One warpgroup per CTA; a persistent
-// grid. The step's work is a sequence of tiles, request by request, block
-// of query rows by block, 64 or 128 regions at a time; CTA b takes the b-th
-// even share of it. For each tile the warpgroup
-//   - has bulk copies of the next tiles' summaries in flight (one per run
-//     of a block's regions, completing on the stage's mbarrier), their
-//     block-table loads one tile further ahead, overlapping this tile's
-//     MMAs (page source, tc_stage.cuh),
+// The tensor-core indexer (sm_90a). A persistent grid, one CTA per SM,
+// warp-specialized. The step's work is a sequence of tiles, request by
+// request, block of query rows by block, 64 or 128 regions at a time; CTA b
+// takes the b-th even share of it.
+//   - The producer warpgroup walks the share tile by tile: looks up the
+//     block ids a tile ahead, waits until the tile's stage is free, and
+//     starts the summary copies (one bulk copy per run of a block's
+//     regions, completing on the stage's full mbarrier) (page source,
+//     tc_stage.cuh).
+//   - Consumer warpgroup c takes tiles c, c + consumers, ... of the share.
+//     When a tile belongs to a new block of rows it stages that block's
+//     index queries into its own shared memory; then it waits for the
+//     tile, and
 //   - converts the tile's summaries to A fragments in registers and
 //     multiplies them with the block's index queries, staged once per block
 //     as the B operand (mainloop: wgmma m64nNk16, fp32 accumulation). fp8
@@ -13,6 +18,7 @@
 //     index queries are exact in f16 (each row scaled by a power of two),
 //     the MMA runs in f16, else both sides go to bf16 (e4m3 -> bf16 is
 //     exact too, five instructions per pair),
+//     releases the stage (empty mbarrier),
 //   - reduces the heads with the weighted ReLU, writes the scores of every
 //     row with C > skip_topk and tracks each row's best score (epilogue).
 #pragma once
@@ -106,10 +112,14 @@ __device__ __forceinline__ void mainloop(const unsigned char* stage, int row_byt
   wgmma::wait_group<0>();
 }
 
+// The weighted-ReLU reduction of a tile: writes the scores of the slots'
+// rows below their closed count and raises the thread's best order key per
+// (jj, e) slot, kept in registers for the whole block (gather_row_max).
 template <int N, int M>
 __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSmem& L,
-                                         unsigned char* base, int32_t first_region, int warp,
-                                         int lane, const float (&acc)[M][N / 2]) {
+                                         const unsigned char* base, int32_t first_region, int warp,
+                                         int lane, const float (&acc)[M][N / 2],
+                                         uint32_t (&best)[N / indexer_tc_heads() / 8][2]) {
   constexpr int P = N / indexer_tc_heads();
   constexpr int H = indexer_tc_heads();
   const int g = lane / 4, t = lane % 4;
@@ -117,7 +127,6 @@ __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSm
   const float* qscale = reinterpret_cast<const float*>(base + L.qscale);
   const int32_t* closed = reinterpret_cast<const int32_t*>(base + L.closed);
   const int64_t* out_row = reinterpret_cast<const int64_t*>(base + L.out_row);
-  uint32_t* row_max = reinterpret_cast<uint32_t*>(base + L.row_max);
 #pragma unroll
   for (int jj = 0; jj < P / 8; ++jj) {
 #pragma unroll
@@ -131,7 +140,6 @@ __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSm
         w[h] = weight[h * P + slot];
         q[h] = qscale[h * P + slot];
       }
-      uint32_t best = 0;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -144,20 +152,37 @@ __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSm
           }
           if (j < c) {
             p.scores[out + j] = score;
-            best = max(best, score_key(score));
+            best[jj][e] = max(best[jj][e], score_key(score));
           }
         }
       }
-      best = max(best, __shfl_xor_sync(0xffffffffu, best, 4));
-      best = max(best, __shfl_xor_sync(0xffffffffu, best, 8));
-      best = max(best, __shfl_xor_sync(0xffffffffu, best, 16));
-      if (g == 0 && best != 0) atomicMax(row_max + slot, best);
+    }
+  }
+}
+
+// The block's best keys of every slot, from the threads' registers into
+// the shared row_max (then zeroes the registers for the next block).
+template <int N>
+__device__ __forceinline__ void gather_row_max(const IndexerSmem& L, unsigned char* base, int lane,
+                                               uint32_t (&best)[N / indexer_tc_heads() / 8][2]) {
+  constexpr int P = N / indexer_tc_heads();
+  uint32_t* row_max = reinterpret_cast<uint32_t*>(base + L.row_max);
+#pragma unroll
+  for (int jj = 0; jj < P / 8; ++jj) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      uint32_t b = best[jj][e];
+      b = max(b, __shfl_xor_sync(0xffffffffu, b, 4));
+      b = max(b, __shfl_xor_sync(0xffffffffu, b, 8));
+      b = max(b, __shfl_xor_sync(0xffffffffu, b, 16));
+      if (lane / 4 == 0 && b != 0) atomicMax(row_max + 8 * jj + 2 * (lane % 4) + e, b);
+      best[jj][e] = 0;
     }
   }
 }
 
 template <int N, class Storage>
-__global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerParams p) {
+__global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const IndexerParams p) {
   // wgmma exists only on sm_90a: every other device target (the compute_80
   // PTX, sm_100a) gets a body that traps, so the file compiles for them and
   // the module loads. The schedule never picks this kernel there
@@ -174,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   // integer), so the compiler still knows every access below is shared.
   unsigned char* base = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
   const IndexerSmem L =
-      indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests, p.stages);
+      indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests, p.consumers, p.stages);
   int32_t* prefix = reinterpret_cast<int32_t*>(base + L.prefix);
   int32_t* cmax = reinterpret_cast<int32_t*>(base + L.cmax);
   const int32_t R = p.rows.num_requests;
@@ -184,86 +209,96 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_tc_kernel(const IndexerPa
   const int32_t end = static_cast<int32_t>(int64_t{total} * (blockIdx.x + 1) / gridDim.x);
   if (begin >= end) return;
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row0 = 16 * warp + lane / 4;  // A rows row0 and row0 + 8 of each M-tile
-  const uint32_t query_addr = smem_addr(base + L.query);
-  const int atoms = p.index_dim / 64;
   const int stages = p.stages;
-  const Stages pipe{stages, smem_addr(base + L.stages), L.tile_bytes, smem_addr(base + L.full)};
-  const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
-  const bool packed = p.summary_region_stride == row_bytes;
-  // Summary offsets and copy runs of tiles in flight, a slot per stage:
-  // tile i's are looked up an iteration before tile i is issued.
-  int64_t* offsets = reinterpret_cast<int64_t*>(base + L.offsets);
-  int32_t* runs = reinterpret_cast<int32_t*>(base + L.runs);
-  auto offsets_of = [&](int stage) { return offsets + stage * kRegions; };
-  auto runs_of = [&](int stage) { return runs + stage * kRegions; };
-
-  // Prologue: the stages' barriers, the first stages - 1 tiles in flight,
-  // the next one looked up.
+  const Stages pipe{stages, smem_addr(base + L.stages), L.tile_bytes, smem_addr(base + L.full),
+                    smem_addr(base + L.empty)};
   if (threadIdx.x == 0) {
-    for (int s = 0; s < stages; ++s) bulk::init(pipe.full_bar(s), kThreads);
+    for (int s = 0; s < stages; ++s) {
+      bulk::init(pipe.full_bar(s), kThreads);   // every producer thread, with its bytes
+      bulk::init(pipe.empty_bar(s), kThreads);  // every thread of the consumer that read it
+    }
     bulk::fence_init();
   }
-  Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
-  for (int s = 0; s < stages && begin + s < end; ++s) {
-    store_offset(p, fetch_lookup(p, cmax, look, kRegions, packed), kRegions, offsets_of(s),
-                 runs_of(s));
-    look.advance(prefix, cmax, R, kRegions);
-  }
   __syncthreads();
-  for (int s = 0; s < stages - 1; ++s) {
-    if (begin + s < end) issue_tile(p, offsets_of(s), runs_of(s), kRegions, row_bytes, pipe, s);
+
+  const int role = threadIdx.x / kThreads;  // 0: producer, 1 + c: consumer c
+  const int tid = threadIdx.x % kThreads;
+  const int row_bytes = p.index_dim * (kFp8 ? 1 : 2);
+  if (role == 0) {
+    // Producer: tile by tile, the block ids one tile ahead, then (once the
+    // consumer of the stage's previous use released it) the copies.
+    lower_registers<indexer_tc_producer_registers()>();
+    const bool packed = p.summary_region_stride == row_bytes;
+    Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
+    PendingLookup next = fetch_lookup(p, cmax, look, kRegions, packed, tid);
+    StageCursor write;
+    for (int32_t index = begin; index < end; ++index) {
+      const TileRow row = resolve(p, next);
+      if (index + 1 < end) {
+        look.advance(prefix, cmax, R, kRegions);
+        next = fetch_lookup(p, cmax, look, kRegions, packed, tid);
+      }
+      if (index - begin >= stages) bulk::wait(pipe.empty_bar(write.stage), write.phase ^ 1u);
+      issue_tile(p, tid, row, kRegions, row_bytes, pipe, write.stage);
+      write.advance(stages);
+    }
+    return;
   }
 
-  float acc[M][N / 2];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) acc[m][i] = 0.0f;
-  }
-  Cursor cur = Cursor::at(prefix, cmax, R, kRegions, begin);
+  // Consumer c: tiles begin + c, begin + c + consumers, ...
+  raise_registers<indexer_tc_consumer_registers()>();
+  const int c = role - 1;
+  if (c >= p.consumers) return;
+  const int bar_id = 1 + c;  // named barrier of this warpgroup (0 is __syncthreads)
+  unsigned char* own = base + c * L.consumer_stride;
+  const int warp = tid / 32, lane = tid % 32;
+  const int row0 = 16 * warp + lane / 4;  // A rows row0 and row0 + 8 of each M-tile
+  const uint32_t query_addr = smem_addr(own + L.query);
+  const int atoms = p.index_dim / 64;
+
+  uint32_t best[N / indexer_tc_heads() / 8][2] = {};
+  Cursor cur = Cursor::at(prefix, cmax, R, kRegions, begin + c);
   Cursor staged;  // request -1: nothing staged yet
   bool use_f16 = false;
-  StageCursor read;  // the stage of tile `index`
-  for (int32_t index = begin; index < end; ++index) {
-    bulk::wait(pipe.full_bar(read.stage), read.phase);  // tile `index` landed
-    __syncthreads();  // every thread is done with the previous stage
-    // Tile ahead = index + stages - 1 goes into the stage read last
-    // iteration; tile ahead + 1 reuses this one's slot of offsets, used
-    // long ago: its block ids load during this tile's MMAs and are stored
-    // after them.
-    const int32_t ahead = index + stages - 1;
-    if (ahead < end) {
-      const int s = pipe.previous(read.stage);
-      issue_tile(p, offsets_of(s), runs_of(s), kRegions, row_bytes, pipe, s);
-    }
-    PendingLookup next;
-    if (ahead + 1 < end) {
-      next = fetch_lookup(p, cmax, look, kRegions, packed);
-      look.advance(prefix, cmax, R, kRegions);
-    }
-
+  StageCursor read;
+  for (int k = 0; k < c; ++k) read.advance(stages);
+  for (int32_t index = begin + c; index < end; index += p.consumers) {
     if (cur.request != staged.request || cur.block != staged.block) {
-      if (staged.request >= 0) flush_row_max<N>(p, L, base);
-      use_f16 = stage_block<N>(p, L, base, cur, kFp8);
+      if (staged.request >= 0) {
+        gather_row_max<N>(L, own, lane, best);
+        warpgroup_sync(bar_id);  // every warp's keys are in row_max
+        flush_row_max<N>(p, L, own, tid);
+      }
+      use_f16 = stage_block<N>(p, L, own, cur, kFp8, tid, bar_id);
       staged = cur;
     }
+    bulk::wait(pipe.full_bar(read.stage), read.phase);  // tile `index` landed
     const unsigned char* stage = base + L.stages + read.stage * L.tile_bytes;
+    // Per tile, so the accumulators are dead while a block is staged (the
+    // first k-step overwrites them).
+    float acc[M][N / 2];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) acc[m][i] = 0.0f;
+    }
     if (kFp8 && use_f16) {
       mainloop<N, M, kFp8, kFp8>(stage, row_bytes, row0, lane % 4, atoms, query_addr, acc);
     } else {
       mainloop<N, M, kFp8, false>(stage, row_bytes, row0, lane % 4, atoms, query_addr, acc);
     }
-    epilogue<N, M>(p, L, base, cur.tile * kRegions, warp, lane, acc);
-    cur.advance(prefix, cmax, R, kRegions);
-    if (ahead + 1 < end) {
-      store_offset(p, next, kRegions, offsets_of(read.stage), runs_of(read.stage));
+    bulk::arrive(pipe.empty_bar(read.stage));  // this thread's reads of the stage are done
+    epilogue<N, M>(p, L, own, cur.tile * kRegions, warp, lane, acc, best);
+    for (int k = 0; k < p.consumers; ++k) {
+      cur.advance(prefix, cmax, R, kRegions);
+      read.advance(stages);
     }
-    read.advance(stages);
   }
-  __syncthreads();
-  flush_row_max<N>(p, L, base);
+  if (staged.request >= 0) {
+    gather_row_max<N>(L, own, lane, best);
+    warpgroup_sync(bar_id);
+    flush_row_max<N>(p, L, own, tid);
+  }
 #endif
 }
 

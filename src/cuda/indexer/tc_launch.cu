@@ -9,9 +9,10 @@
 namespace step5::cuda {
 
 size_t indexer_tc_smem_bytes(int tile_n, int index_dim, int summary_bytes, int num_requests,
-                             int stages) {
+                             int consumers, int stages) {
   // 1024 bytes of slack to align the base for the swizzled query atoms.
-  return tc::indexer_smem_layout(tile_n, index_dim, summary_bytes, num_requests, stages).total +
+  return tc::indexer_smem_layout(tile_n, index_dim, summary_bytes, num_requests, consumers, stages)
+             .total +
          1024u;
 }
 
@@ -50,8 +51,8 @@ int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
   int blocks = 0;
   with_kernel(tile_n, summary_dtype, [&](auto* kernel) {
     allow_max_smem(kernel);
-    STEP5_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, indexer_tc_threads(), smem));
+    STEP5_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, kernel, indexer_tc_block_threads(), smem));
   });
   return blocks;
 }
@@ -59,9 +60,10 @@ int indexer_tc_ctas_per_sm(int tile_n, DType summary_dtype, size_t smem) {
 void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_smem,
                        cudaStream_t stream) {
   const int bytes = summary_dtype == DType::fp8_e4m3 ? 1 : 2;
-  const size_t smem =
-      indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests, p.stages);
-  detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 &&
+  const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests,
+                                            p.consumers, p.stages);
+  detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 && p.consumers >= 1 &&
+                      p.consumers <= indexer_tc_max_consumers() &&
                       p.stages >= indexer_tc_min_stages() && p.stages <= indexer_tc_max_stages() &&
                       p.index_heads <= indexer_tc_heads() && p.index_dim >= 128 &&
                       (p.index_dim & (p.index_dim - 1)) == 0,
@@ -69,10 +71,11 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
                   "cuda backend indexer: the plan's tensor-core schedule does not fit this "
                   "launch (smem ",
                   smem, " of ", max_smem, ", ctas ", p.ctas, ", rows per unit ", p.rows_per_unit,
-                  ", stages ", p.stages, "); plan the step with the backend that runs it");
+                  ", consumers ", p.consumers, ", stages ", p.stages,
+                  "); plan the step with the backend that runs it");
   with_kernel(p.tile_n, summary_dtype, [&](auto* kernel) {
     allow_max_smem(kernel);
-    kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_threads(), smem, stream>>>(p);
+    kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_block_threads(), smem, stream>>>(p);
   });
   check_launch("indexer_tc_kernel");
 }

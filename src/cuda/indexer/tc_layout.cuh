@@ -46,25 +46,30 @@ constexpr int tile_regions(int tile_n) {
 }
 
 // Shared memory of one CTA; byte offsets from a 1024-byte aligned base.
-// Sizes depend on N, Di, R and the stage count at run time, so this is a
-// layout computed once per launch rather than a struct of arrays.
+// Each consumer warpgroup owns a block of its own (its staged index
+// queries and their per-slot tables), consumer_stride bytes apart, so the
+// consumers stage different blocks of rows without waiting for each other;
+// the summary stages, their barriers and the work table are shared. Sizes
+// depend on N, Di, R, the consumer count and the stage count at run time,
+// so this is a layout computed once per launch rather than a struct of
+// arrays. Offsets of per-consumer arrays are those of consumer 0.
 struct IndexerSmem {
-  uint32_t query;      // B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
-  uint32_t stages;     // summary tiles: [stages][tile regions][Di * summary bytes]
-  uint32_t weight;     // f32 [4 heads][P slots]: index_weight, 0 for padding
-  uint32_t qscale;     // f32 [4 heads][P slots]: inverse scale of each f16 query row
-  uint32_t closed;     // i32 [P]: closed regions of each slot's row, 0 = not scored
-  uint32_t out_row;    // i64 [P]: element offset of each slot's scores row
-  uint32_t row_max;    // u32 [P]: best order key of each slot in this block
-  uint32_t max_index;  // i32 [P]: each slot's entry of IndexerParams::row_max
-  uint32_t exponent;   // i32 [N]: largest bf16 exponent of each query row
-  uint32_t source;     // i64 [P]: element offset of each slot's index-query row, -1 padding
-  uint32_t offsets;    // i64 [stages][tile regions]: summary byte offsets of tiles in flight
-  uint32_t runs;       // i32 [stages][tile regions]: rows of the copy a row starts (0: none)
-  uint32_t full;       // u64 [stages]: mbarrier of each stage, complete when its tile landed
-  uint32_t prefix;     // i32 [R + 1]: work tiles before request r
-  uint32_t cmax;       // i32 [R]: regions the request's rows need scored
-  uint32_t total;      // bytes from the aligned base
+  uint32_t query;            // B operand: [Di/64 atoms][N rows][128 B], 1024-aligned atoms
+  uint32_t weight;           // f32 [4 heads][P slots]: index_weight, 0 for padding
+  uint32_t qscale;           // f32 [4 heads][P slots]: inverse scale of each f16 query row
+  uint32_t closed;           // i32 [P]: closed regions of each slot's row, 0 = not scored
+  uint32_t out_row;          // i64 [P]: element offset of each slot's scores row
+  uint32_t row_max;          // u32 [P]: best order key of each slot in this block
+  uint32_t max_index;        // i32 [P]: each slot's entry of IndexerParams::row_max
+  uint32_t exponent;         // i32 [N]: largest bf16 exponent of each query row
+  uint32_t source;           // i64 [P]: element offset of each slot's index-query row, -1 padding
+  uint32_t consumer_stride;  // bytes from one consumer's block to the next, 1024-aligned
+  uint32_t stages;           // summary tiles: [stages][tile regions][Di * summary bytes]
+  uint32_t full;             // u64 [stages]: mbarrier of each stage, complete when its tile landed
+  uint32_t empty;            // u64 [stages]: mbarrier of each stage, complete when it was read
+  uint32_t prefix;           // i32 [R + 1]: work tiles before request r
+  uint32_t cmax;             // i32 [R]: regions the request's rows need scored
+  uint32_t total;            // bytes from the aligned base
   uint32_t tile_bytes;
 };
 
@@ -74,14 +79,12 @@ __host__ __device__ inline uint32_t align_to(uint32_t x, uint32_t a) {
 
 __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index_dim,
                                                            int summary_bytes, int num_requests,
-                                                           int stages) {
+                                                           int consumers, int stages) {
   const uint32_t slots = static_cast<uint32_t>(tile_n / indexer_tc_heads());
   const auto regions = static_cast<uint32_t>(tile_regions(tile_n));
   IndexerSmem s{};
   s.query = 0;
-  s.tile_bytes = regions * static_cast<uint32_t>(index_dim * summary_bytes);
-  s.stages = align_to(static_cast<uint32_t>(tile_n * index_dim * 2), 1024);
-  s.weight = s.stages + static_cast<uint32_t>(stages) * s.tile_bytes;
+  s.weight = static_cast<uint32_t>(tile_n * index_dim * 2);
   s.qscale = s.weight + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
   s.closed = s.qscale + static_cast<uint32_t>(indexer_tc_heads()) * slots * 4u;
   s.out_row = align_to(s.closed + slots * 4u, 8);
@@ -89,10 +92,12 @@ __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index
   s.max_index = s.row_max + slots * 4u;
   s.exponent = s.max_index + slots * 4u;
   s.source = align_to(s.exponent + static_cast<uint32_t>(tile_n) * 4u, 8);
-  s.offsets = s.source + slots * 8u;
-  s.runs = s.offsets + static_cast<uint32_t>(stages) * regions * 8u;
-  s.full = align_to(s.runs + static_cast<uint32_t>(stages) * regions * 4u, 8);
-  s.prefix = s.full + static_cast<uint32_t>(stages) * 8u;
+  s.consumer_stride = align_to(s.source + slots * 8u, 1024);
+  s.tile_bytes = regions * static_cast<uint32_t>(index_dim * summary_bytes);
+  s.stages = static_cast<uint32_t>(consumers) * s.consumer_stride;
+  s.full = s.stages + static_cast<uint32_t>(stages) * s.tile_bytes;
+  s.empty = s.full + static_cast<uint32_t>(stages) * 8u;
+  s.prefix = s.empty + static_cast<uint32_t>(stages) * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
   s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
   return s;

@@ -1,6 +1,7 @@
 // Page source and staging of the tensor-core indexer: the step's work
-// table, the walk over it, block-table lookups, the summary copies and the
-// index queries of a block of rows as the B operand.
+// table, the walk over it, block-table lookups and summary copies (the
+// producer warpgroup's), and the index queries of a block of rows as the B
+// operand (each consumer warpgroup's own).
 #pragma once
 
 #include <cub/block/block_scan.cuh>
@@ -16,7 +17,40 @@ namespace step5::cuda::tc {
 
 using attn::smem_addr;
 
-constexpr int kThreads = indexer_tc_threads();
+constexpr int kThreads = indexer_tc_threads();  // one warpgroup
+constexpr int kBlockThreads = indexer_tc_block_threads();
+
+// Barrier of one warpgroup (named barrier `id`, 128 threads), for the
+// consumers, which must not wait for each other.
+__device__ __forceinline__ void warpgroup_sync(int id) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
+}
+// The same barrier, returning whether `pred` held on every thread.
+__device__ __forceinline__ bool warpgroup_sync_and(int id, bool pred) {
+  uint32_t all;
+  asm volatile(
+      "{\n"
+      ".reg .pred p, q;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "bar.red.and.pred q, %2, 128, p;\n"
+      "selp.u32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(all)
+      : "r"(static_cast<uint32_t>(pred)), "r"(id)
+      : "memory");
+  return all != 0;
+}
+
+// Register budgets of the warp roles (setmaxnreg; the whole warpgroup
+// executes it).
+template <int kRegisters>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
 
 struct RequestRows {
   int32_t first;     // first step row of the request inside the launch's rows
@@ -38,10 +72,10 @@ __device__ __forceinline__ RequestRows request_rows(const IndexerParams& p, int3
 // in shared memory; prefix[R] is the step's total.
 __device__ void build_work_table(const IndexerParams& p, int regions, int32_t* prefix,
                                  int32_t* cmax) {
-  using Scan = cub::BlockScan<int32_t, kThreads>;
+  using Scan = cub::BlockScan<int32_t, kBlockThreads>;
   __shared__ typename Scan::TempStorage scan;
   const int32_t R = p.rows.num_requests;
-  const int32_t per = (R + kThreads - 1) / kThreads;
+  const int32_t per = (R + kBlockThreads - 1) / kBlockThreads;
   const int32_t r0 = min(R, static_cast<int32_t>(threadIdx.x) * per);
   const int32_t r1 = min(R, r0 + per);
   int32_t local = 0;
@@ -106,10 +140,10 @@ struct Cursor {
   }
 };
 
-// The block-table entry of one region of tile `at` (one per thread of the
-// first `regions`), fetched into a register a whole tile before its offset
-// is stored (store_offset): the load's latency then overlaps that tile's
-// MMAs instead of stalling the warpgroup.
+// The block-table entry of one region of tile `at` (producer thread `row`
+// of the first `regions`), fetched into a register a tile before its copy
+// is started (resolve, issue_tile): the load's latency then overlaps the
+// producer's wait for a free stage.
 struct PendingLookup {
   int32_t block = -1;     // block-table entry of the region (not yet checked)
   int32_t in_block = 0;   // region index inside the block
@@ -123,9 +157,9 @@ struct PendingLookup {
 // a tile is one bulk copy, started by its first row; otherwise every row is
 // its own copy.
 __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, const int32_t* cmax,
-                                                      const Cursor& at, int regions, bool packed) {
+                                                      const Cursor& at, int regions, bool packed,
+                                                      int row) {
   PendingLookup l;
-  const int row = threadIdx.x;
   if (row >= regions) return l;
   const int32_t j = at.tile * regions + row;
   const int regions_per_block = p.block_size / 8;
@@ -149,46 +183,56 @@ __device__ __forceinline__ PendingLookup fetch_lookup(const IndexerParams& p, co
   return l;
 }
 
+// One producer thread's row of a tile: where its copy starts in the cache
+// and how many rows it copies.
+struct TileRow {
+  int64_t offset = -1;  // byte offset into the summary cache; -1: zero-fill the row
+  int32_t run = 0;      // rows copied from `offset` (0: another row's copy holds it)
+};
+
 // Byte offset (into the summary cache) and run of the fetched region, -1
 // past the request's scored range. A block id outside the table or the
 // cache is a fault: the region reads as zeros (offset -1) and scores 0.
-__device__ __forceinline__ void store_offset(const IndexerParams& p, const PendingLookup& l,
-                                             int regions, int64_t* offsets, int32_t* runs) {
-  const int row = threadIdx.x;
-  if (row >= regions) return;
-  int64_t offset = -1;
+__device__ __forceinline__ TileRow resolve(const IndexerParams& p, const PendingLookup& l) {
+  TileRow r;
+  r.run = l.run;
   if (l.request >= 0) {
     if (l.in_table && block_ok(p.guard, l.block)) {
-      offset =
+      r.offset =
           int64_t{l.block} * p.summary_block_stride + int64_t{l.in_block} * p.summary_region_stride;
     } else {
       report_fault(p.guard, DeviceFault::summary_block, l.request, l.block);
     }
   }
-  offsets[row] = offset;
-  runs[row] = l.run;
+  return r;
 }
 
 // The summary pipeline's stages: the CTA's i-th tile lives in stage
-// i % count, whose mbarrier phase flips at each use. The count is the
+// i % count. Each stage has two mbarriers whose phases flip at each use:
+// `full` completes when the producer's copies of the tile have landed,
+// `empty` when the consumer that read it is done with it. The count is the
 // plan's (LayerSchedule), from the shared memory left next to the query
-// operand; it is a run-time value, so stages are walked by StageCursor
+// operands; it is a run-time value, so stages are walked by StageCursor
 // (no division per tile).
 struct Stages {
   int32_t count;        // stages, >= 2
   uint32_t buffers;     // shared address of stage 0
   uint32_t tile_bytes;  // bytes of one stage
-  uint32_t bars;        // shared address of the stages' mbarriers (u64 each)
+  uint32_t full;        // shared address of the stages' full mbarriers (u64 each)
+  uint32_t empty;       // shared address of the stages' empty mbarriers (u64 each)
 
   __device__ uint32_t buffer(int stage) const {
     return buffers + static_cast<uint32_t>(stage) * tile_bytes;
   }
-  __device__ uint32_t full_bar(int stage) const { return bars + static_cast<uint32_t>(stage) * 8u; }
-  // The stage before `stage`, cyclically.
-  __device__ int previous(int stage) const { return stage == 0 ? count - 1 : stage - 1; }
+  __device__ uint32_t full_bar(int stage) const { return full + static_cast<uint32_t>(stage) * 8u; }
+  __device__ uint32_t empty_bar(int stage) const {
+    return empty + static_cast<uint32_t>(stage) * 8u;
+  }
 };
 
-// Stage and mbarrier phase of the tile being read.
+// Stage of a tile and the parity of the stage's use it is: use u of a
+// stage waits for `full` phase u (parity u & 1), and before use u + 1 the
+// producer waits for `empty` phase u.
 struct StageCursor {
   int stage = 0;
   uint32_t phase = 0;
@@ -201,29 +245,29 @@ struct StageCursor {
   }
 };
 
-// Starts the copies of tile `index` into its stage (rows of `row_bytes`,
-// packed): the first row of each run copies the run with one bulk copy
-// (offsets and runs from store_offset); a row past the request's scored
-// range or in a faulty block (offset -1) is zero-filled with plain stores.
-// Every thread arrives once on the stage's barrier with the bytes it
-// started, so the phase completes when the whole tile has landed.
-__device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t* offsets,
-                                           const int32_t* runs, int regions, int row_bytes,
-                                           const Stages& pipe, int stage) {
-  const int row = threadIdx.x;
-  const int64_t offset = row < regions ? offsets[row] : -1;
+// Producer thread `row`'s part of starting the copies of a tile into
+// `stage` (rows of `row_bytes`, packed): the first row of each run copies
+// the run with one bulk copy; a row past the request's scored range or in
+// a faulty block (offset -1) is zero-filled with plain stores. Every
+// producer thread arrives once on the stage's full barrier with the bytes
+// it started, so the phase completes when the whole tile has landed (the
+// arrival also releases the zero-fill stores to the consumer).
+__device__ __forceinline__ void issue_tile(const IndexerParams& p, int row, const TileRow& r,
+                                           int regions, int row_bytes, const Stages& pipe,
+                                           int stage) {
   const uint32_t to = pipe.buffer(stage) + static_cast<uint32_t>(row * row_bytes);
-  if (row < regions && offset < 0) {
+  if (row < regions && r.offset < 0) {
     for (int c = 0; c < row_bytes; c += 16) {
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(to + c), "r"(0) : "memory");
     }
     bulk::fence_proxy_async();  // before a later tile's bulk copy rewrites these bytes
   }
-  const uint32_t bytes =
-      offset >= 0 ? static_cast<uint32_t>(runs[row]) * static_cast<uint32_t>(row_bytes) : 0u;
+  const uint32_t bytes = row < regions && r.offset >= 0
+                             ? static_cast<uint32_t>(r.run) * static_cast<uint32_t>(row_bytes)
+                             : 0u;
   const uint32_t bar = pipe.full_bar(stage);
   bulk::arrive_expect_tx(bar, bytes);
-  if (bytes != 0) bulk::copy(to, static_cast<const char*>(p.summaries) + offset, bytes, bar);
+  if (bytes != 0) bulk::copy(to, static_cast<const char*>(p.summaries) + r.offset, bytes, bar);
 }
 
 // Stages block `at.block` of request `at.request`: its index queries as the
@@ -232,9 +276,11 @@ __device__ __forceinline__ void issue_tile(const IndexerParams& p, const int64_t
 // of two converts exactly (its dots come out 2^shift too large; the
 // epilogue multiplies by qscale = 2^-shift, exactly), else as bf16 with
 // qscale 1. Returns whether f16 was used (the same for every thread).
+// Run by one consumer warpgroup (thread `tid` of 128, named barrier
+// `bar_id`) into its own block of shared memory at `base`.
 template <int N>
 __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsigned char* base,
-                            const Cursor& at, bool try_f16) {
+                            const Cursor& at, bool try_f16, int tid, int bar_id) {
   constexpr int P = N / indexer_tc_heads();
   const RequestRows rr = request_rows(p, at.request);
   const int32_t row0 = rr.first + at.block * p.rows_per_unit;
@@ -243,108 +289,15 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
   const int slots = rows * G;
   const int32_t first_pos = rr.last_pos - (rr.first + rr.count - 1 - row0);
   // Element offset of each slot's index-query row (head 0), -1 for padding
-  // slots: the copy loops below then divide by G nowhere.
+  // slots: the copy loop below then divides by G nowhere. The per-slot
+  // tables are written by the thread that flush_row_max reads them with.
   int64_t* source = reinterpret_cast<int64_t*>(base + L.source);
   int* exponent = reinterpret_cast<int*>(base + L.exponent);
-  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
-    source[slot] = slot < slots
-                       ? (row0 + slot / G) * p.query_stride_t + (slot % G) * p.query_stride_g
-                       : int64_t{-1};
-  }
-  for (int n = threadIdx.x; n < N; n += kThreads) exponent[n] = 0;
-  __syncthreads();
-  // Thread i copies 16-byte chunk i % chunks of rows i / chunks + k * step:
-  // chunks (Di / 8) is a power of two <= kThreads, so a thread's chunk, and
-  // with it its permuted k positions, never changes.
-  const int log2_chunks = __ffs(p.index_dim / 8) - 1;
-  const int c = static_cast<int>(threadIdx.x) & ((1 << log2_chunks) - 1);
-  const int n_first = static_cast<int>(threadIdx.x) >> log2_chunks;
-  const int n_step = kThreads >> log2_chunks;
-  auto load = [&](int n) {
-    const int h = n / P;
-    const int64_t src = source[n % P];
-    if (h >= p.index_heads || src < 0) return make_uint4(0, 0, 0, 0);
-    return *reinterpret_cast<const uint4*>(p.index_query + src + h * p.query_stride_h + c * 8);
-  };
-  auto store = [&](int n, int k, uint32_t word) {
-    *reinterpret_cast<uint32_t*>(base + L.query + query_offset(N, n, kappa_of(c * 8 + 2 * k))) =
-        word;
-  };
-  // The thread's rows are loaded kBatch at a time, all loads issued before
-  // the first is used: one dependent round trip to memory per batch, not
-  // per row (this staging runs once per block of rows and stalled the
-  // warpgroup for microseconds when each row waited on its own load).
-  // Four: eight pushed the decode kernel (N = 32, fp8) past 255 registers.
-  constexpr int kBatch = 4;
-  auto for_each_row = [&](auto&& f) {
-    for (int n0 = n_first; n0 < N; n0 += kBatch * n_step) {
-      uint4 v[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int n = n0 + b * n_step;
-        v[b] = n < N ? load(n) : make_uint4(0, 0, 0, 0);
-      }
-      // Every lane calls f for every b (rows past N with zeros; N is a
-      // multiple of n_step, so that is the same b for a whole warp), so
-      // warp shuffles inside f stay converged.
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) f(n0 + b * n_step, v[b]);
-    }
-  };
-  bool use_f16 = false;
-  if (try_f16) {
-    // Lanes with the same n (a run of `chunks` lanes, or the whole warp)
-    // combine their exponents before one shared atomic.
-    const int lanes = min(1 << log2_chunks, 32);
-    for_each_row([&](int n, const uint4& v) {
-      int e =
-          max(max(max_exponent(v.x), max_exponent(v.y)), max(max_exponent(v.z), max_exponent(v.w)));
-      for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
-      if (n < N && (threadIdx.x & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
-    });
-    __syncthreads();
-    bool exact = true;
-    for_each_row([&](int n, const uint4& v) {
-      if (n >= N) return;
-      const int row_max = exponent[n];
-      const int shift = row_shift(row_max);
-      exact = exact && shift <= 100;
-      const float scale = pow2f(min(shift, 100));
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        exact =
-            exact && f16_exact(words[k] & 0xffffu, row_max) && f16_exact(words[k] >> 16, row_max);
-        store(n, k, scaled_f16x2(words[k], scale));
-      }
-    });
-    use_f16 = __syncthreads_and(exact) != 0;
-  }
-  if (!use_f16) {
-    for_each_row([&](int n, const uint4& v) {
-      if (n >= N) return;
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) store(n, k, words[k]);
-    });
-  }
-  float* weight = reinterpret_cast<float*>(base + L.weight);
-  float* qscale = reinterpret_cast<float*>(base + L.qscale);
-  for (int i = threadIdx.x; i < indexer_tc_heads() * P; i += kThreads) {
-    const int h = i / P, slot = i % P;
-    float w = 0.0f;
-    if (h < p.index_heads && slot < slots) {
-      w = __ldg(p.index_weight + (row0 + slot / G) * p.weight_stride_t +
-                (slot % G) * p.weight_stride_g + h);
-    }
-    weight[i] = w;
-    qscale[i] = use_f16 ? pow2f(-row_shift(exponent[i])) : 1.0f;
-  }
   int32_t* closed = reinterpret_cast<int32_t*>(base + L.closed);
   int64_t* out_row = reinterpret_cast<int64_t*>(base + L.out_row);
   uint32_t* row_max = reinterpret_cast<uint32_t*>(base + L.row_max);
   int32_t* max_index = reinterpret_cast<int32_t*>(base + L.max_index);
-  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
+  for (int slot = tid; slot < P; slot += kThreads) {
     int32_t c = 0;
     int64_t local = 0;
     if (slot < slots) {
@@ -353,26 +306,131 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
       if (c <= p.skip_topk) c = 0;
       local = row0 + slot / G - p.row_begin;
     }
+    source[slot] = slot < slots
+                       ? (row0 + slot / G) * p.query_stride_t + (slot % G) * p.query_stride_g
+                       : int64_t{-1};
     closed[slot] = c;
     out_row[slot] = local * p.scores_stride_t + (slot % G) * p.scores_stride_g;
     max_index[slot] = static_cast<int32_t>(local * G + slot % G);
     row_max[slot] = 0;
   }
+  for (int n = tid; n < N; n += kThreads) exponent[n] = 0;
+  // Weights load now, in flight with the index queries below.
+  constexpr int kWeights = (indexer_tc_heads() * P + kThreads - 1) / kThreads;
+  float w[kWeights];
+#pragma unroll
+  for (int k = 0; k < kWeights; ++k) {
+    const int i = tid + k * kThreads, h = i / P, slot = i % P;
+    w[k] = 0.0f;
+    if (i < indexer_tc_heads() * P && h < p.index_heads && slot < slots) {
+      w[k] = __ldg(p.index_weight + (row0 + slot / G) * p.weight_stride_t +
+                   (slot % G) * p.weight_stride_g + h);
+    }
+  }
+  warpgroup_sync(bar_id);
+  // Thread i copies 16-byte chunk i % chunks of rows i / chunks + k * step:
+  // chunks (Di / 8) is a power of two <= kThreads, so a thread's chunk, and
+  // with it its permuted k positions, never changes.
+  const int log2_chunks = __ffs(p.index_dim / 8) - 1;
+  const int c = tid & ((1 << log2_chunks) - 1);
+  const int n_first = tid >> log2_chunks;
+  const int n_step = kThreads >> log2_chunks;
+  auto load = [&](int n) {
+    const int h = n / P;
+    const int64_t src = source[n % P];
+    if (h >= p.index_heads || src < 0) return make_uint4(0, 0, 0, 0);
+    return *reinterpret_cast<const uint4*>(p.index_query + src + h * p.query_stride_h + c * 8);
+  };
+  auto word = [&](int n, int k) {
+    return reinterpret_cast<uint32_t*>(base + L.query +
+                                       query_offset(N, n, kappa_of(c * 8 + 2 * k)));
+  };
+  // One pass over global memory: the thread's rows are loaded kBatch at a
+  // time, all loads issued before the first is used (one dependent round
+  // trip per batch; ncu showed staging that re-read the rows, four round
+  // trips at N = 32, at a quarter of the decode indexer's stall samples),
+  // stored as they are (bf16) and their exponents gathered. A row's lanes
+  // (a run of `chunks` lanes, or the whole warp) combine their exponents
+  // before one shared atomic.
+  constexpr int kBatch = 8;
+  const int lanes = min(1 << log2_chunks, 32);
+  for (int n0 = n_first; n0 < N; n0 += kBatch * n_step) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int n = n0 + b * n_step;
+      v[b] = n < N ? load(n) : make_uint4(0, 0, 0, 0);
+    }
+    // Every lane runs every b (rows past N with zeros; N is a multiple of
+    // n_step, so that is the same b for a whole warp): the shuffles stay
+    // converged.
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int n = n0 + b * n_step;
+      if (n < N) {
+        *word(n, 0) = v[b].x;
+        *word(n, 1) = v[b].y;
+        *word(n, 2) = v[b].z;
+        *word(n, 3) = v[b].w;
+      }
+      if (try_f16) {
+        int e = max(max(max_exponent(v[b].x), max_exponent(v[b].y)),
+                    max(max_exponent(v[b].z), max_exponent(v[b].w)));
+        for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+        if (n < N && (tid & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
+      }
+    }
+  }
+  float* weight = reinterpret_cast<float*>(base + L.weight);
+#pragma unroll
+  for (int k = 0; k < kWeights; ++k) {
+    const int i = tid + k * kThreads;
+    if (i < indexer_tc_heads() * P) weight[i] = w[k];
+  }
+  warpgroup_sync(bar_id);
+  // f16 when every row, scaled by its power of two, converts exactly: the
+  // check and the conversion read back the thread's own words.
+  bool use_f16 = false;
+  if (try_f16) {
+    bool exact = true;
+    for (int n = n_first; n < N; n += n_step) {
+      const int row_max = exponent[n];
+      exact = exact && row_shift(row_max) <= 100;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t two = *word(n, k);
+        exact = exact && f16_exact(two & 0xffffu, row_max) && f16_exact(two >> 16, row_max);
+      }
+    }
+    use_f16 = warpgroup_sync_and(bar_id, exact);
+    if (use_f16) {
+      for (int n = n_first; n < N; n += n_step) {
+        const float scale = pow2f(row_shift(exponent[n]));
+#pragma unroll
+        for (int k = 0; k < 4; ++k) *word(n, k) = scaled_f16x2(*word(n, k), scale);
+      }
+    }
+  }
+  float* qscale = reinterpret_cast<float*>(base + L.qscale);
+  for (int i = tid; i < indexer_tc_heads() * P; i += kThreads) {
+    qscale[i] = use_f16 ? pow2f(-row_shift(exponent[i])) : 1.0f;
+  }
   wgmma::fence_proxy_async_smem();
-  __syncthreads();
+  warpgroup_sync(bar_id);
   return use_f16;
 }
 
-// Adds the block's best keys to the global row maxima.
+// Adds the block's best keys to the global row maxima (consumer thread
+// `tid`; its warpgroup synchronized after gather_row_max).
 template <int N>
 __device__ void flush_row_max(const IndexerParams& p, const IndexerSmem& L,
-                              const unsigned char* base) {
+                              const unsigned char* base, int tid) {
   constexpr int P = N / indexer_tc_heads();
   if (p.row_max == nullptr) return;
   const int32_t* closed = reinterpret_cast<const int32_t*>(base + L.closed);
   const int32_t* max_index = reinterpret_cast<const int32_t*>(base + L.max_index);
   const uint32_t* row_max = reinterpret_cast<const uint32_t*>(base + L.row_max);
-  for (int slot = threadIdx.x; slot < P; slot += kThreads) {
+  for (int slot = tid; slot < P; slot += kThreads) {
     if (closed[slot] != 0) atomicMax(p.row_max + max_index[slot], row_max[slot]);
   }
 }
