@@ -153,6 +153,10 @@ std::vector<Case> cases() {
       scenario_case("csa G4 H32 D128 B64 K16 I2 Di128",
                     with_indexer(csa(4, 8, 128, 64, 16, bf, f8, 0), 2, 128),
                     scenario(3, 100, 600, true), 1),
+      // Di = 512: an index-query row spans two warps, so staging gathers
+      // its exponent through shared memory (Di <= 256 does it in a warp).
+      decode_case("csa G8 H64 D192 B64 K64 I4 Di512 decode",
+                  with_indexer(csa(8, 8, 192, 64, 64, bf, f8, 0), 4, 512), {3000, 700}, true, 1),
       decode_case("csa G8 H64 D192 B64 K64 I8 Di64 generic indexer decode",
                   with_indexer(csa(8, 8, 192, 64, 64, bf, bf, 0), 8, 64), {3000, 700}, true, 1),
       decode_case("csa G16 H64 D64 B64 K32 verify mtp=3", csa(16, 4, 64, 64, 32, f8, f8, 3),

@@ -20,13 +20,16 @@ namespace {
 
 constexpr Device kGpu = Device::cuda;
 
-std::vector<double> oracle_scores(const OpsState& s, size_t t, int g) {
+// The oracle's scores of row t, group g, for index queries `index_query`
+// (bf16 bits [n, G, I, Di]).
+std::vector<double> oracle_scores(const OpsState& s, const std::vector<uint16_t>& index_query,
+                                  size_t t, int g) {
   const LayerConfig& c = s.ref->config();
   const auto gi = static_cast<size_t>(c.num_kv_heads) * static_cast<size_t>(c.index_heads);
   const auto di = static_cast<size_t>(c.index_dim);
   std::vector<float> iq(gi * di),
       q(static_cast<size_t>(c.num_heads) * static_cast<size_t>(c.head_size), 0.0f);
-  for (size_t e = 0; e < gi * di; ++e) iq[e] = bf16_to_float(s.index_query_host[t * gi * di + e]);
+  for (size_t e = 0; e < gi * di; ++e) iq[e] = bf16_to_float(index_query[t * gi * di + e]);
   oracle::QueryRow row;
   row.position = s.row_position[t];
   row.query = q.data();
@@ -74,6 +77,64 @@ std::string check_padded_regions(const OpsState& s, const std::vector<float>& wa
   return "";
 }
 
+// Scores of `got` ([n, G, S]) against the oracle's for `index_query`:
+// within 1e-4 of the row's largest score below C, -inf from C on.
+std::string compare_scores(const OpsState& s, const std::vector<uint16_t>& index_query,
+                           const std::vector<float>& got, int64_t S, const char* what) {
+  const int64_t n = s.plan->num_tokens, G = s.ref->config().num_kv_heads;
+  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
+    const int32_t C = s.row_position[t] / 8;
+    for (int g = 0; g < G; ++g) {
+      const std::vector<double> want = oracle_scores(s, index_query, t, g);
+      const float* row = got.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
+                                          static_cast<size_t>(S);
+      double scale = 1e-6;
+      for (double w : want) scale = std::max(scale, std::fabs(w));
+      for (int32_t j = 0; j < S; ++j) {
+        const bool ok = j < C ? std::fabs(row[j] - want[static_cast<size_t>(j)]) <= 1e-4 * scale
+                              : std::isinf(row[j]) && row[j] < 0;
+        if (!ok) {
+          return concat(what, " row ", t, " group ", g, " region ", j, ": got ", row[j],
+                        j < C ? concat(", oracle ", want[static_cast<size_t>(j)]) : ", want -inf");
+        }
+      }
+    }
+  }
+  return "";
+}
+
+// Index queries whose rows span more than f16's range (one element of every
+// row scaled by 2^-60): the tensor-core indexer cannot stage them as exact
+// f16 and must fall back to bf16 MMAs; the scores must still be the
+// oracle's.
+std::string check_wide_range_queries(const OpsState& s, int64_t S) {
+  const LayerConfig& c = s.ref->config();
+  const int64_t n = s.plan->num_tokens, G = c.num_kv_heads;
+  const auto di = static_cast<size_t>(c.index_dim);
+  std::vector<uint16_t> wide = s.index_query_host;
+  for (size_t r = 0; r < wide.size() / di; ++r) {
+    uint16_t& x = wide[r * di + r % di];
+    x = float_to_bf16(bf16_to_float(x) * 0x1p-60f);
+  }
+  sim::DeviceBuffer query(kGpu, wide.size() * 2);
+  const cudaError_t err =
+      cudaMemcpy(query.data(), wide.data(), wide.size() * 2, cudaMemcpyHostToDevice);
+  if (err != cudaSuccess) return concat("wide-range query copy: ", cudaGetErrorString(err));
+  TensorView view = s.index_query;
+  view.data = query.data();
+  view.stride[0] = G * c.index_heads * c.index_dim;
+  view.stride[1] = c.index_heads * c.index_dim;
+  view.stride[2] = c.index_dim;
+  view.stride[3] = 1;
+  sim::DeviceBuffer scores(kGpu, static_cast<size_t>(n * G * S) * 4);
+  s.cuda->indexer_scores(c, *s.desc, *s.plan, {0, n}, view, s.index_weight, s.cache->summaries,
+                         TensorView::contiguous(scores.data(), DType::f32, {n, G, S}, kGpu),
+                         nullptr);
+  sim::synchronize(kGpu);
+  return compare_scores(s, wide, scores.to_vector<float>(static_cast<size_t>(n * G * S)), S,
+                        "indexer_scores with wide-range index queries");
+}
+
 std::string check_csa_ops(const OpsState& s) {
   const LayerConfig& c = s.ref->config();
   const int64_t n = s.plan->num_tokens, G = c.num_kv_heads, K = c.topk;
@@ -92,22 +153,14 @@ std::string check_csa_ops(const OpsState& s) {
   const std::vector<float> got = scores.to_vector<float>(static_cast<size_t>(n * G * S));
   if (std::string e = check_padded_regions(s, got, S); !e.empty()) return e;
   const std::vector<int32_t> sel = selected.to_vector<int32_t>(static_cast<size_t>(n * G * K));
+  if (std::string e = compare_scores(s, s.index_query_host, got, S, "indexer_scores"); !e.empty()) {
+    return e;
+  }
+  if (std::string e = check_wide_range_queries(s, S); !e.empty()) return e;
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
     const int32_t C = s.row_position[t] / 8;
     for (int g = 0; g < G; ++g) {
-      const std::vector<double> want = oracle_scores(s, t, g);
-      const float* row = got.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
-                                          static_cast<size_t>(S);
-      double scale = 1e-6;
-      for (double w : want) scale = std::max(scale, std::fabs(w));
-      for (int32_t j = 0; j < S; ++j) {
-        const bool ok = j < C ? std::fabs(row[j] - want[static_cast<size_t>(j)]) <= 1e-4 * scale
-                              : std::isinf(row[j]) && row[j] < 0;
-        if (!ok) {
-          return concat("indexer_scores row ", t, " group ", g, " region ", j, ": got ", row[j],
-                        j < C ? concat(", oracle ", want[static_cast<size_t>(j)]) : ", want -inf");
-        }
-      }
+      const std::vector<double> want = oracle_scores(s, s.index_query_host, t, g);
       const int32_t* entries = sel.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
                                                 static_cast<size_t>(K);
       std::vector<int32_t> chosen;

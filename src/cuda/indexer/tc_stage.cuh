@@ -348,58 +348,87 @@ __device__ bool stage_block(const IndexerParams& p, const IndexerSmem& L, unsign
   // One pass over global memory: the thread's rows are loaded kBatch at a
   // time, all loads issued before the first is used (one dependent round
   // trip per batch; ncu showed staging that re-read the rows, four round
-  // trips at N = 32, at a quarter of the decode indexer's stall samples),
-  // stored as they are (bf16) and their exponents gathered. A row's lanes
-  // (a run of `chunks` lanes, or the whole warp) combine their exponents
-  // before one shared atomic.
+  // trips at N = 32, at a quarter of the decode indexer's stall samples).
+  // A row's lanes (a run of `chunks` lanes, or the whole warp) combine
+  // their exponents. When a row lies inside one warp (Di <= 256) that is
+  // its largest exponent, so the row is checked and stored as f16 right
+  // away (ncu: a second pass over shared memory, branchy, was most of the
+  // staging time); wider rows store bf16 and gather exponents with shared
+  // atomics for the passes after the barrier.
   constexpr int kBatch = 8;
   const int lanes = min(1 << log2_chunks, 32);
-  for (int n0 = n_first; n0 < N; n0 += kBatch * n_step) {
-    uint4 v[kBatch];
+  const bool in_warp = (1 << log2_chunks) <= 32;
+  const bool direct = try_f16 && in_warp;
+  bool exact = true;
+  auto stage_rows = [&](bool as_f16) {
+    for (int n0 = n_first; n0 < N; n0 += kBatch * n_step) {
+      uint4 v[kBatch];
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int n = n0 + b * n_step;
-      v[b] = n < N ? load(n) : make_uint4(0, 0, 0, 0);
-    }
-    // Every lane runs every b (rows past N with zeros; N is a multiple of
-    // n_step, so that is the same b for a whole warp): the shuffles stay
-    // converged.
+      for (int b = 0; b < kBatch; ++b) {
+        const int n = n0 + b * n_step;
+        v[b] = n < N ? load(n) : make_uint4(0, 0, 0, 0);
+      }
+      // Every lane runs every b (rows past N with zeros; N is a multiple
+      // of n_step, so that is the same b for a whole warp): the shuffles
+      // stay converged.
 #pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int n = n0 + b * n_step;
-      if (n < N) {
-        *word(n, 0) = v[b].x;
-        *word(n, 1) = v[b].y;
-        *word(n, 2) = v[b].z;
-        *word(n, 3) = v[b].w;
-      }
-      if (try_f16) {
-        int e = max(max(max_exponent(v[b].x), max_exponent(v[b].y)),
-                    max(max_exponent(v[b].z), max_exponent(v[b].w)));
-        for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
-        if (n < N && (tid & (lanes - 1)) == 0 && e > 0) atomicMax(exponent + n, e);
+      for (int b = 0; b < kBatch; ++b) {
+        const int n = n0 + b * n_step;
+        const uint32_t words[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
+        int e = 0;
+        if (try_f16) {
+          e = max(max(max_exponent(words[0]), max_exponent(words[1])),
+                  max(max_exponent(words[2]), max_exponent(words[3])));
+          for (int o = 1; o < lanes; o <<= 1) e = max(e, __shfl_xor_sync(0xffffffffu, e, o));
+        }
+        if (n >= N) continue;
+        const bool leader = (tid & (lanes - 1)) == 0;
+        if (as_f16) {
+          const int shift = row_shift(e);
+          const float scale = pow2f(min(shift, 100));
+          bool ok = shift <= 100;
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            ok = ok & f16_exact(words[k] & 0xffffu, e) & f16_exact(words[k] >> 16, e);
+            *word(n, k) = scaled_f16x2(words[k], scale);
+          }
+          exact = exact & ok;
+          if (leader) exponent[n] = e;
+        } else {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) *word(n, k) = words[k];
+          if (try_f16 && leader && e > 0) atomicMax(exponent + n, e);
+        }
       }
     }
-  }
+  };
+  stage_rows(direct);
   float* weight = reinterpret_cast<float*>(base + L.weight);
 #pragma unroll
   for (int k = 0; k < kWeights; ++k) {
     const int i = tid + k * kThreads;
     if (i < indexer_tc_heads() * P) weight[i] = w[k];
   }
-  warpgroup_sync(bar_id);
-  // f16 when every row, scaled by its power of two, converts exactly: the
-  // check and the conversion read back the thread's own words.
+  // f16 when every row, scaled by its power of two, converts exactly.
   bool use_f16 = false;
-  if (try_f16) {
-    bool exact = true;
+  if (direct) {
+    use_f16 = warpgroup_sync_and(bar_id, exact);
+    if (!use_f16) {
+      // Rare (a row spanning more than 32 binades): the rows again, as bf16.
+      try_f16 = false;
+      stage_rows(false);
+    }
+  } else if (try_f16) {
+    // Rows wider than a warp: check and convert the thread's own words
+    // after every exponent is in.
+    warpgroup_sync(bar_id);
     for (int n = n_first; n < N; n += n_step) {
       const int row_max = exponent[n];
-      exact = exact && row_shift(row_max) <= 100;
+      exact = exact & (row_shift(row_max) <= 100);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const uint32_t two = *word(n, k);
-        exact = exact && f16_exact(two & 0xffffu, row_max) && f16_exact(two >> 16, row_max);
+        exact = exact & f16_exact(two & 0xffffu, row_max) & f16_exact(two >> 16, row_max);
       }
     }
     use_f16 = warpgroup_sync_and(bar_id, exact);
