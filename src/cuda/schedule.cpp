@@ -62,12 +62,17 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   const int tile_n = slots * heads;
   // Consumers and stages (heuristics.h): the most consumers that still
   // leave a stage in flight beyond the ones they read, then the most
-  // stages that fit. One CTA per SM, a persistent grid.
+  // stages that fit, a multiple of the consumers: consumer c then reads
+  // only stages s with s % consumers == c and waits for every phase of
+  // their full barriers. (With five stages and two consumers a consumer
+  // could wait on a stage two phases ahead of its barrier, where the parity
+  // aliases: the 1M b32 decode indexer failed on the H200.) One CTA per SM,
+  // a persistent grid.
   int consumers = 0, stages = 0;
   for (int n = indexer_tc_max_consumers(); n >= 1 && stages == 0; --n) {
     const int fewest = std::max(indexer_tc_min_stages(), n + 1);
     for (int k = indexer_tc_max_stages(); k >= fewest; --k) {
-      if (smem_of(tile_n, n, k) <= budget) {
+      if (k % n == 0 && smem_of(tile_n, n, k) <= budget) {
         consumers = n;
         stages = k;
         break;

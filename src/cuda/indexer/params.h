@@ -59,7 +59,7 @@ struct IndexerParams {
   int32_t tile_n = 0;         // wgmma N (32, 64, 128 or 256)
   int32_t ctas = 0;           // persistent grid
   int32_t consumers = 0;      // consumer warpgroups per CTA, 1 or 2
-  int32_t stages = 0;         // summary tiles per CTA's pipeline, >= 2
+  int32_t stages = 0;         // summary tiles per CTA's pipeline, >= 2, a multiple of consumers
 
   DeviceGuard guard;  // num_blocks of the summary cache, block-table width; a region
                       // whose block faults scores as zeros

@@ -245,7 +245,11 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
     return;
   }
 
-  // Consumer c: tiles begin + c, begin + c + consumers, ...
+  // Consumer c: tiles begin + c, begin + c + consumers, ... As the stage
+  // count is a multiple of the consumers (the plan's), these are always
+  // stages c, c + consumers, ..., so the consumer waits for every phase of
+  // their full barriers in turn and never for one two phases ahead, where
+  // the parity would alias.
   raise_registers<indexer_tc_consumer_registers()>();
   const int c = role - 1;
   if (c >= p.consumers) return;

@@ -63,7 +63,7 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
   const size_t smem = indexer_tc_smem_bytes(p.tile_n, p.index_dim, bytes, p.rows.num_requests,
                                             p.consumers, p.stages);
   detail::require(smem <= max_smem && p.ctas > 0 && p.rows_per_unit > 0 && p.consumers >= 1 &&
-                      p.consumers <= indexer_tc_max_consumers() &&
+                      p.consumers <= indexer_tc_max_consumers() && p.stages % p.consumers == 0 &&
                       p.stages >= indexer_tc_min_stages() && p.stages <= indexer_tc_max_stages() &&
                       p.index_heads <= indexer_tc_heads() && p.index_dim >= 128 &&
                       (p.index_dim & (p.index_dim - 1)) == 0,
