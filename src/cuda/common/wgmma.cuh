@@ -1,8 +1,9 @@
 // The sm_90a warpgroup MMA (wgmma) as the indexer uses it: A (bf16 or f16,
 // 64 x 16) in registers, B (same type, 16 x N) in shared memory behind a
-// matrix descriptor, fp32 accumulators in registers. All Hopper-only PTX of the
-// project lives here; the mma.sync (sm_80) PTX of the attention kernels is
-// in cuda/attention/ptx.cuh.
+// matrix descriptor, fp32 accumulators in registers; and the warpgroup
+// register budget (setmaxnreg). All Hopper-only PTX of the project lives
+// here and in common/bulk_copy.cuh; the mma.sync (sm_80) PTX of the
+// attention kernels is in cuda/attention/ptx.cuh.
 //
 // Register layouts (per warp w of the warpgroup, lane l, g = l / 4,
 // t = l % 4), the same as mma.sync m16n8k16 repeated over the warpgroup:
@@ -46,6 +47,19 @@ __device__ __forceinline__ void wait_group() {
 // visible to the async proxy that wgmma reads B through.
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// The calling warpgroup's registers per thread from here on (setmaxnreg;
+// every thread of the warpgroup executes it): warp-specialized kernels
+// give producers few and consumers many. The kernel's own count (its
+// launch bounds) is what the CTA's pool starts from.
+template <int kRegisters>
+__device__ __forceinline__ void lower_registers() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void raise_registers() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
 // d (+)= A * B for one k16 step, fp32 accumulators d[N / 2]; A and B are

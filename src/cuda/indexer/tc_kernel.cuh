@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   if (role == 0) {
     // Producer: tile by tile, the block ids one tile ahead, then (once the
     // consumer of the stage's previous use released it) the copies.
-    lower_registers<indexer_tc_producer_registers()>();
+    wgmma::lower_registers<indexer_tc_producer_registers()>();
     const bool packed = p.summary_region_stride == row_bytes;
     Cursor look = Cursor::at(prefix, cmax, R, kRegions, begin);
     PendingLookup next = fetch_lookup(p, cmax, look, kRegions, packed, tid);
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   // stages c, c + consumers, ..., so the consumer waits for every phase of
   // their full barriers in turn and never for one two phases ahead, where
   // the parity would alias.
-  raise_registers<indexer_tc_consumer_registers()>();
+  wgmma::raise_registers<indexer_tc_consumer_registers()>();
   const int c = role - 1;
   if (c >= p.consumers) return;
   const int bar_id = 1 + c;  // named barrier of this warpgroup (0 is __syncthreads)
@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   const int atoms = p.index_dim / 64;
 
   uint32_t best[N / indexer_tc_heads() / 8][2] = {};
-  Cursor cur = Cursor::at(prefix, cmax, R, kRegions, begin + c);
+  Cursor cur;  // the tile at `index` (none when the share has no tile for c)
+  if (begin + c < end) cur = Cursor::at(prefix, cmax, R, kRegions, begin + c);
   Cursor staged;  // request -1: nothing staged yet
   bool use_f16 = false;
   StageCursor read;

@@ -41,17 +41,6 @@ __device__ __forceinline__ bool warpgroup_sync_and(int id, bool pred) {
   return all != 0;
 }
 
-// Register budgets of the warp roles (setmaxnreg; the whole warpgroup
-// executes it).
-template <int kRegisters>
-__device__ __forceinline__ void lower_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-template <int kRegisters>
-__device__ __forceinline__ void raise_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-}
-
 struct RequestRows {
   int32_t first;     // first step row of the request inside the launch's rows
   int32_t count;     // its rows inside the launch's rows
@@ -127,8 +116,10 @@ struct Cursor {
     return {lo, local / tiles, local % tiles};
   }
 
-  // The next tile of the sequence (requests without work are skipped).
+  // The next tile of the sequence (requests without work are skipped);
+  // past the last request it stays there (request R).
   __device__ void advance(const int32_t* prefix, const int32_t* cmax, int32_t R, int regions) {
+    if (request >= R) return;
     const int32_t tiles = (cmax[request] + regions - 1) / regions;
     if (++tile < tiles) return;
     tile = 0;

@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     uint32_t key[kItems];
     load_keys<kItems>(scores, closed, mine, vector, key);
     for (int32_t base = 0; base < closed; base += kStep) {
-      uint32_t next[kItems];
+      uint32_t next[kItems] = {};  // defined after the last step too (copied, not read)
       if (base + kStep < closed)
         load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
       // Whole steps (all but the last) bin without bounds checks.
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     uint32_t key[kItems];
     load_keys<kItems>(scores, closed, mine, vector, key);
     for (int32_t base = 0; base < closed; base += kStep) {
-      uint32_t next[kItems];
+      uint32_t next[kItems] = {};  // defined after the last step too (copied, not read)
       if (base + kStep < closed)
         load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
       uint32_t flags = 0, count = 0;
