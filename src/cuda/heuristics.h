@@ -65,7 +65,8 @@ constexpr int indexer_tc_heads() {
 // overlap the other's MMAs (ncu, 128K b32 decode, one warpgroup doing
 // everything: 0.35 instructions issued per scheduler and cycle, 65 % of
 // cycles with no eligible warp). One when two query operands would leave
-// fewer than indexer_tc_min_stages() stages (N = 256 prefill tiles).
+// no stage in flight besides the two being read (N = 256 prefill tiles).
+// The plan keeps the stage count a multiple of the consumers (schedule.cpp).
 constexpr int indexer_tc_max_consumers() {
   return 2;
 }

@@ -35,9 +35,10 @@ namespace step5::cuda::tc {
 // wgmma M-tiles (64 regions each) per pipeline tile: two at N = 32
 // (decode), so each barrier, copy and lookup serves 128 regions; one from
 // N = 64 on, where two (with their A fragments, double buffered) would
-// spill. Measured at 128K b32 decode (H200): 64-region tiles with five
-// stages made the indexer slower (98-110 us) than 128-region tiles with
-// two (70 us): the cost is per tile, not bytes in flight.
+// spill. Measured at 128K b32 decode (H200, the earlier kernel where one
+// warpgroup did everything): 64-region tiles with five stages made the
+// indexer slower (98-110 us) than 128-region tiles with two (70 us): the
+// cost was per tile, not bytes in flight.
 constexpr int mtiles(int tile_n) {
   return tile_n <= 32 ? 2 : 1;
 }
