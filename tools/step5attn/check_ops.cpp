@@ -78,9 +78,13 @@ std::string check_padded_regions(const OpsState& s, const std::vector<float>& wa
 }
 
 // Scores of `got` ([n, G, S]) against the oracle's for `index_query`:
-// within 1e-4 of the row's largest score below C, -inf from C on.
+// within 1e-4 of the row's largest score below C, -inf from C on. Each
+// (row, group) that passes is then handed with the oracle's scores to
+// `then(t, g, want)` (more checks on the same row; empty when they pass).
+template <class Then>
 std::string compare_scores(const OpsState& s, const std::vector<uint16_t>& index_query,
-                           const std::vector<float>& got, int64_t S, const char* what) {
+                           const std::vector<float>& got, int64_t S, const char* what,
+                           Then&& then) {
   const int64_t n = s.plan->num_tokens, G = s.ref->config().num_kv_heads;
   for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
     const int32_t C = s.row_position[t] / 8;
@@ -98,6 +102,7 @@ std::string compare_scores(const OpsState& s, const std::vector<uint16_t>& index
                         j < C ? concat(", oracle ", want[static_cast<size_t>(j)]) : ", want -inf");
         }
       }
+      if (std::string e = then(t, g, want); !e.empty()) return e;
     }
   }
   return "";
@@ -132,7 +137,8 @@ std::string check_wide_range_queries(const OpsState& s, int64_t S) {
                          nullptr);
   sim::synchronize(kGpu);
   return compare_scores(s, wide, scores.to_vector<float>(static_cast<size_t>(n * G * S)), S,
-                        "indexer_scores with wide-range index queries");
+                        "indexer_scores with wide-range index queries",
+                        [](size_t, int, const std::vector<double>&) { return std::string(); });
 }
 
 std::string check_csa_ops(const OpsState& s) {
@@ -153,29 +159,31 @@ std::string check_csa_ops(const OpsState& s) {
   const std::vector<float> got = scores.to_vector<float>(static_cast<size_t>(n * G * S));
   if (std::string e = check_padded_regions(s, got, S); !e.empty()) return e;
   const std::vector<int32_t> sel = selected.to_vector<int32_t>(static_cast<size_t>(n * G * K));
-  if (std::string e = compare_scores(s, s.index_query_host, got, S, "indexer_scores"); !e.empty()) {
+  // The selection of each row against the oracle's scores, computed once
+  // per row for both checks.
+  auto check_selection = [&](size_t t, int g, const std::vector<double>& want) -> std::string {
+    const int32_t C = s.row_position[t] / 8;
+    const int32_t* entries =
+        sel.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) * static_cast<size_t>(K);
+    std::vector<int32_t> chosen;
+    for (int64_t i = 0; i < K; ++i) {
+      if (entries[i] >= 0) chosen.push_back(entries[i]);
+      const bool ascending = i == 0 || entries[i] < 0 || entries[i] > entries[i - 1];
+      if (!ascending || (entries[i] < 0 && i + 1 < K && entries[i + 1] >= 0)) {
+        return concat("select_regions row ", t, " group ", g, ": not ascending, -1 padded");
+      }
+    }
+    if (!oracle::selection_acceptable(want, chosen, static_cast<int>(K), 1e-4)) {
+      return concat("select_regions row ", t, " group ", g, ": not a top-", K, " of ", C);
+    }
+    return "";
+  };
+  if (std::string e =
+          compare_scores(s, s.index_query_host, got, S, "indexer_scores", check_selection);
+      !e.empty()) {
     return e;
   }
   if (std::string e = check_wide_range_queries(s, S); !e.empty()) return e;
-  for (size_t t = 0; t < static_cast<size_t>(n); ++t) {
-    const int32_t C = s.row_position[t] / 8;
-    for (int g = 0; g < G; ++g) {
-      const std::vector<double> want = oracle_scores(s, s.index_query_host, t, g);
-      const int32_t* entries = sel.data() + (t * static_cast<size_t>(G) + static_cast<size_t>(g)) *
-                                                static_cast<size_t>(K);
-      std::vector<int32_t> chosen;
-      for (int64_t i = 0; i < K; ++i) {
-        if (entries[i] >= 0) chosen.push_back(entries[i]);
-        const bool ascending = i == 0 || entries[i] < 0 || entries[i] > entries[i - 1];
-        if (!ascending || (entries[i] < 0 && i + 1 < K && entries[i + 1] >= 0)) {
-          return concat("select_regions row ", t, " group ", g, ": not ascending, -1 padded");
-        }
-      }
-      if (!oracle::selection_acceptable(want, chosen, static_cast<int>(K), 1e-4)) {
-        return concat("select_regions row ", t, " group ", g, ": not a top-", K, " of ", C);
-      }
-    }
-  }
   if (s.forward == nullptr) return "";
   if (sel != s.forward->selected) return "select_regions differs from the forward's selection";
   const int64_t rows = s.plan->num_output_rows, H = c.num_heads, D = c.head_size;
