@@ -83,7 +83,7 @@ void attend(const LayerConfig& config, const LayerSchedule& schedule, const Step
     const int64_t n = plan.num_tokens;
     if (tiles.size() > 0) {
       launch_tile_attention(
-          tile_attention_params(config, step, rows, range, query, gate, kv, target,
+          tile_attention_params(config, schedule, step, rows, range, query, gate, kv, target,
                                 meta + 3 * n + 2 * tiles.begin, tiles.size(), status),
           stream);
     }

@@ -91,13 +91,19 @@ void schedule_indexer(const DeviceInfo& device, const StepPlan& plan, const Laye
   s.indexer_ctas = device.sm_count;
 }
 
+// Whether the layer's tiles would run the sm_90a (wgmma) tile kernel.
+bool tile_wgmma(const DeviceInfo& device, const LayerConfig& c) {
+  return device.path == KernelPath::hopper &&
+         tile_attention_wgmma_supports(c, device.max_smem_per_block);
+}
+
 // Whether the plan's row tiles go to the tile kernel for this layer.
 bool tiled_attention(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
   if (plan.row_tiles.empty() || !tile_attention_supports(c, device.max_smem_per_block)) {
     return false;
   }
   if (plan.tile_attention == TileAttention::always || c.kind == LayerKind::swa) return true;
-  return tiled::csa_tiles_pay(plan.max_closed, c.topk);
+  return tiled::csa_tiles_pay(plan.max_closed, c.topk, tile_wgmma(device, c));
 }
 
 }  // namespace
@@ -112,6 +118,7 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
   s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
   s.tiled_attention = tiled_attention(device, plan, c);
+  s.tile_wgmma = s.tiled_attention && tile_wgmma(device, c);
   if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

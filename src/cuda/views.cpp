@@ -242,9 +242,9 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   return p;
 }
 
-TileAttentionParams tile_attention_params(const LayerConfig& config, const StepDesc& step,
-                                          const RowMeta& rows, RowRange range, TensorView query,
-                                          TensorView gate, const KVCacheView& kv,
+TileAttentionParams tile_attention_params(const LayerConfig& config, const LayerSchedule& schedule,
+                                          const StepDesc& step, const RowMeta& rows, RowRange range,
+                                          TensorView query, TensorView gate, const KVCacheView& kv,
                                           const AttentionTarget& target, const int32_t* tiles,
                                           int64_t num_tiles, uint32_t* status) {
   AttentionTarget rows_only = target;
@@ -255,6 +255,7 @@ TileAttentionParams tile_attention_params(const LayerConfig& config, const StepD
                             status);
   p.tiles = tiles;
   p.num_tiles = static_cast<int32_t>(num_tiles);
+  p.wgmma = schedule.tile_wgmma;
   return p;
 }
 

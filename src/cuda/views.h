@@ -78,9 +78,9 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
 
 // Tile attention of `num_tiles` tiles (device i32 [num_tiles, 2], rows in
 // `range`, the selection's rows); target's padding and row list unused.
-TileAttentionParams tile_attention_params(const LayerConfig& config, const StepDesc& step,
-                                          const RowMeta& rows, RowRange range, TensorView query,
-                                          TensorView gate, const KVCacheView& kv,
+TileAttentionParams tile_attention_params(const LayerConfig& config, const LayerSchedule& schedule,
+                                          const StepDesc& step, const RowMeta& rows, RowRange range,
+                                          TensorView query, TensorView gate, const KVCacheView& kv,
                                           const AttentionTarget& target, const int32_t* tiles,
                                           int64_t num_tiles, uint32_t* status);
 

@@ -206,6 +206,12 @@ std::vector<Case> cases() {
                         size_t{64} << 10, 0),
       scenario_case("swa G4 H32 D128 B16 W2000", swa(4, 8, 128, 16, 2000, bf, 0),
                     scenario(3, 300, 1500, true), 1),
+      // H/G = 8 with bf16 KV: on Hopper the tiles run the wgmma kernel;
+      // small enough for the sanitizers (--tiny).
+      scenario_case("csa G2 H16 D64 B16 K16 tiles", csa(2, 8, 64, 16, 16, bf, f8, 0),
+                    scenario(2, 60, 300, true), 0),
+      scenario_case("swa G1 H8 D128 B16 W40 tiles", swa(1, 8, 128, 16, 40, bf, 0),
+                    scenario(2, 60, 200, true), 0),
       long_prefill_case("swa G2 H4 D192 B32 W700 kv=fp8 prefill 3000",
                         swa(2, 2, 192, 32, 700, f8, 0), 3000, 1024, 0, 1),
   };

@@ -7,6 +7,7 @@
 #include "cuda/attention/tiles.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
+#include "cuda/tile_attention/hopper_kernel.cuh"
 #include "cuda/tile_attention/instances.h"
 #include "cuda/tile_attention/kernel.cuh"
 
@@ -29,8 +30,24 @@ void launch_variant(const TileAttentionParams& p, cudaStream_t stream) {
   check_launch("tile_attention_kernel");
 }
 
+// The sm_90a kernel: one instance per D (bf16, CSA and SWA alike: the
+// page source reads the layer kind from the params).
+template <int D>
+void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
+  auto* kernel = &hopper_tile_attention_kernel<D>;
+  allow_max_smem(kernel);
+  const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
+  constexpr size_t smem = sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
+  kernel<<<static_cast<unsigned>(ctas), hopper_threads(), smem, stream>>>(p);
+  check_launch("hopper_tile_attention_kernel");
+}
+
 template <int D>
 void run_tiles(const TileAttentionParams& p, cudaStream_t stream) {
+  if (p.wgmma) {
+    launch_wgmma<D>(p, stream);
+    return;
+  }
   const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;
   const bool csa = p.attn.selected != nullptr;
   if (fp8) {
@@ -53,6 +70,11 @@ size_t tile_smem_bytes(bool fp8) {
   // CSA and SWA share the row layout's sizes.
   return fp8 ? sizeof(TileSmem<RowLayout<D, true, true>>)
              : sizeof(TileSmem<RowLayout<D, false, true>>);
+}
+
+template <int D>
+size_t tile_wgmma_smem_bytes() {
+  return sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
 }
 
 }  // namespace step5::cuda::tiled

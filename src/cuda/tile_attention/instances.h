@@ -15,8 +15,11 @@ namespace step5::cuda::tiled {
 template <int D>
 void run_tiles(const TileAttentionParams& params, cudaStream_t stream);
 
-// Dynamic shared memory of the D instance for a kv dtype.
+// Dynamic shared memory of the D instance for a kv dtype, and of its
+// sm_90a (wgmma) instance.
 template <int D>
 size_t tile_smem_bytes(bool fp8);
+template <int D>
+size_t tile_wgmma_smem_bytes();
 
 }  // namespace step5::cuda::tiled

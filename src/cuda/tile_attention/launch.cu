@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "cuda/tile_attention/geometry.h"
+#include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/instances.h"
 #include "cuda/tile_attention/params.h"
 
@@ -25,7 +26,22 @@ size_t smem_bytes(int head_size, bool fp8) {
   }
 }
 
+size_t wgmma_smem_bytes(int head_size) {
+  switch (head_size) {
+    case 64: return tiled::tile_wgmma_smem_bytes<64>();
+    case 128: return tiled::tile_wgmma_smem_bytes<128>();
+    default: return tiled::tile_wgmma_smem_bytes<192>();
+  }
+}
+
 }  // namespace
+
+bool tile_attention_wgmma_supports(const LayerConfig& config, size_t max_smem) {
+  if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) return false;
+  const int hpg = config.num_heads / config.num_kv_heads;
+  return hpg == tiled::hopper_heads_per_group() && config.kv_dtype == DType::bf16 &&
+         compiled_head_size(config.head_size) && wgmma_smem_bytes(config.head_size) <= max_smem;
+}
 
 bool tile_attention_supports(const LayerConfig& config, size_t max_smem) {
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) return false;
@@ -63,6 +79,10 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
   require(int64_t{p.num_tiles} * a.num_kv_heads < (int64_t{1} << 31), ErrorCode::unsupported,
           "tile attention: tiles * G expected < 2^31 CTAs, got ",
           int64_t{p.num_tiles} * a.num_kv_heads);
+  require(!p.wgmma || (hpg == tiled::hopper_heads_per_group() && a.kv_dtype == DType::bf16),
+          ErrorCode::unsupported,
+          "tile attention (wgmma): expected H/G = 8 and bf16 KV, got H/G = ", hpg, ", kv dtype ",
+          dtype_name(a.kv_dtype));
   if (p.num_tiles == 0) return;
   switch (a.head_size) {
     case 64: tiled::run_tiles<64>(p, stream); break;

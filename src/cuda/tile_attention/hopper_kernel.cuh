@@ -1,0 +1,152 @@
+// The Hopper tile attention kernel: the page source of the mma.sync kernel
+// (page_source.cuh), the wgmma mainloop (hopper_mainloop.cuh) and an
+// epilogue for its accumulator layout. One CTA per (tile, KV group), two
+// warpgroups of 8 tile rows x 8 heads each. sm_90a only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/attention/epilogue.cuh"
+#include "cuda/attention/ptx.cuh"
+#include "cuda/tile_attention/hopper_geometry.h"
+#include "cuda/tile_attention/hopper_mainloop.cuh"
+#include "cuda/tile_attention/page_source.cuh"
+
+namespace step5::cuda::tiled {
+
+// Q of this thread's rows as wgmma A fragments in natural column order:
+// k16 step kk, register i holds columns 16 kk + 2 t (+ 8 for i >= 2) of
+// row i & 1. Rows past the tile's count are zero.
+template <int D>
+__device__ __forceinline__ void hopper_load_q(const PagedAttentionParams& p, int64_t first,
+                                              int count, int g, const HopperState<D>& w,
+                                              uint32_t (&qf)[D / 16][4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int head = g * hopper_heads_per_group() + lane / 4, t = lane % 4;
+  const uint16_t* q[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    q[h] = p.query + (first + w.row[h]) * p.query_row_stride + int64_t{head} * p.query_head_stride;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int h = i & 1;
+      const int col = 16 * kk + 2 * t + 8 * (i >> 1);
+      qf[kk][i] = w.row[h] < count ? __ldg(reinterpret_cast<const uint32_t*>(q[h] + col)) : 0u;
+    }
+  }
+}
+
+// Normalizes (1 / l), gates (sigmoid of the head's gate) and rounds each
+// row once to bf16, staged in shared memory, then stores 16 bytes at a
+// time. Rows in `bad_rows` come out NaN.
+template <int D, class Smem>
+__device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, int count, int g,
+                                  uint32_t bad_rows, HopperState<D>& w, Smem& sm) {
+  constexpr int kHeads = hopper_heads_per_group();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int head = lane / 4, c0 = 2 * (lane % 4);
+  // The pipeline drained (hopper_run_window's last barrier).
+  uint16_t* out = reinterpret_cast<uint16_t*>(sm.buffer);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = w.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int j = w.row[h];
+    float f = 1.0f / l;
+    if (j < count && p.gate != nullptr) {
+      f *= attn::sigmoid_of_bf16(p.gate[(first + j) * p.gate_row_stride + g * kHeads + head]);
+    }
+    if (((bad_rows >> j) & 1u) != 0) f = NAN;
+    uint16_t* row = out + (j * kHeads + head) * Smem::kOutPitch + c0;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(row + 8 * n) =
+          attn::pack_bf16x2(w.acc[4 * n + 2 * h] * f, w.acc[4 * n + 2 * h + 1] * f);
+    }
+  }
+  __syncthreads();
+  constexpr int kVectors = tile_rows() * kHeads * (D / 8);
+  for (int idx = static_cast<int>(threadIdx.x); idx < kVectors; idx += hopper_threads()) {
+    const int r = idx / (D / 8), d0 = (idx % (D / 8)) * 8;
+    const int j = r / kHeads;
+    if (j >= count) continue;
+    *reinterpret_cast<uint4*>(p.output + (first + j) * p.output_row_stride +
+                              int64_t{g * kHeads + r % kHeads} * p.output_head_stride + d0) =
+        *reinterpret_cast<const uint4*>(out + r * Smem::kOutPitch + d0);
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(hopper_threads(), 1)
+    hopper_tile_attention_kernel(const TileAttentionParams tp) {
+  // wgmma exists only on sm_90a: every other device target gets a body
+  // that traps (the schedule never picks this kernel there).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  (void)tp;
+  __trap();
+#else
+  using Smem = HopperTileSmem<D>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // Atoms on 1024-byte boundaries (pointer arithmetic on the shared array,
+  // so accesses stay shared): the launch adds kAlignSlack bytes.
+  Smem& sm =
+      *reinterpret_cast<Smem*>(smem_raw + ((1024u - (attn::smem_addr(smem_raw) & 1023u)) & 1023u));
+  const PagedAttentionParams& p = tp.attn;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / 128, warp = (tid % 128) / 32;
+  const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
+  const int g = static_cast<int>(blockIdx.x) % p.num_kv_heads;
+  const int64_t first = __ldg(tp.tiles + 2 * tile);
+  const int count = __ldg(tp.tiles + 2 * tile + 1);
+
+  int32_t request = 0;
+  const uint32_t live = load_tile_rows(p, first, count, sm, request);
+  const uint32_t wanted = (1u << count) - 1u;  // count <= tile_rows() = 16
+
+  HopperState<D> w;
+  w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
+  w.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
+    w.m[h] = -INFINITY;
+    w.l[h] = 0.0f;
+    w.hi[h] = sm.row_position[w.row[h]];
+    w.lo[h] = sm.row_low[w.row[h]];
+  }
+#pragma unroll
+  for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
+  uint32_t qf[D / 16][4];
+  hopper_load_q<D>(p, first, count, g, w, qf);
+
+  // Keys no row attends are never read (as in the mma.sync kernel).
+  int32_t key_lo = INT32_MAX, key_hi = -1;
+  for (int j = 0; j < tile_rows(); ++j) {
+    if (((live >> j) & 1u) == 0) continue;
+    key_lo = min(key_lo, sm.row_low[j]);
+    key_hi = max(key_hi, sm.row_position[j]);
+  }
+  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
+  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
+  const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
+#pragma unroll 1
+  for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {
+    const int span = window_span(base, region_hi);
+    build_window(p, first, live, base, span, sm);
+    const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
+    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, qf, w, sm);
+  }
+  __syncthreads();  // sm.faulted complete; stage buffers free
+  const uint32_t bad = (wanted & ~live) | sm.faulted;
+  hopper_store_tile<D>(p, first, count, g, bad, w, sm);
+#endif
+}
+
+}  // namespace step5::cuda::tiled

@@ -1,0 +1,228 @@
+// Mainloop of the Hopper tile attention kernel: the window's region list
+// streamed through a cp.async pipeline shared by the CTA (each warp copies
+// one region of a stage), and per consumer warpgroup S = Q K^T and O += P V
+// on wgmma with an fp32 online softmax in between. sm_90a only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/attention/ptx.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/common/wgmma_nmajor.cuh"
+#include "cuda/tile_attention/hopper_geometry.h"
+#include "cuda/tile_attention/params.h"
+
+namespace step5::cuda::tiled {
+
+// One thread's share of its warpgroup's 64 rows: MMA rows 16 w + lane / 4
+// (index 0) and that + 8 (index 1), which are head lane / 4 of tile rows
+// row[0] and row[1] = row[0] + 1; acc in the wgmma D layout (common/wgmma.cuh).
+template <int D>
+struct HopperState {
+  float acc[D / 2];
+  float m[2];
+  float l[2];  // this thread's partial sums; the epilogue adds the row's four threads
+  float scale_log2;
+  int row[2];
+  int32_t lo[2];  // attended key positions lo..hi of those rows
+  int32_t hi[2];
+  uint32_t rows;  // tile rows of this warpgroup (bit mask)
+};
+
+// Buffer of list stage `i`: a ring of Smem::kStages.
+template <class Smem>
+__device__ __forceinline__ unsigned char* hopper_stage(Smem& sm, int32_t i) {
+  return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
+}
+
+// Issues the copies of list stage `i` and commits them as one group. Warp
+// w copies region 8 i + w: lane l takes key l / 4 and, in each of
+// kRowChunks / 4 passes, chunk 4 pass + l % 4 of that key's K || V row
+// into its atom (swizzled: chunk c of key k at c ^ k), so one instruction
+// writes 512 bytes over all banks evenly and reads 64 contiguous bytes of
+// each of the region's 8 rows. Keys no row of the tile may attend (before
+// the lowest window, past the last row, in blocks outside the cache, past
+// the list) are zero-filled: 0 * NaN in P V would poison a row.
+template <class Smem>
+__device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p,
+                                                   const char* kv_head, int32_t i, int32_t length,
+                                                   int32_t key_lo, int32_t key_hi, Smem& sm) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int key = lane / 4;
+  const int32_t e = i * hopper_stage_regions() + warp;
+  bool valid = false;
+  const char* src = kv_head;
+  if (e < length) {
+    const int32_t block = sm.list_block[e];
+    const int32_t kpos = sm.list_region[e] * attn::page_tokens() + key;
+    valid = block >= 0 && kpos >= key_lo && kpos <= key_hi;
+    if (valid) {
+      src = kv_head + int64_t{block} * p.kv_block_stride +
+            int64_t{kpos % p.block_size} * p.kv_token_stride;
+    }
+  }
+  const uint32_t dst = attn::smem_addr(hopper_stage(sm, i)) + warp * Smem::kRegionBytes + key * 128;
+#pragma unroll
+  for (int pass = 0; pass < Smem::kRowChunks / 4; ++pass) {
+    const int chunk = 4 * pass + lane % 4;
+    const int atom = chunk / 8, c = chunk % 8;
+    attn::cp_async16(dst + atom * Smem::kAtomBytes + ((c ^ key) * 16), src + chunk * 16, valid);
+  }
+  attn::cp_async_commit();
+}
+
+// Moves the running maxima of both rows to include `tmax` (log2 domain) and
+// rescales l and acc; m_use is what the new exponents subtract (0 while a
+// row has seen no key, so exp2(-inf - 0) = 0 instead of NaN).
+template <int D>
+__device__ __forceinline__ void hopper_rescale(const float (&tmax)[2], HopperState<D>& w,
+                                               float (&m_use)[2]) {
+  float factor[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = fmaxf(w.m[h], tmax[h]);
+    m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
+    factor[h] = exp2f(w.m[h] - m_use[h]);
+    w.m[h] = m_new;
+    w.l[h] *= factor[h];
+  }
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) w.acc[4 * j + v] *= factor[v >> 1];
+  }
+}
+
+// The warpgroup's work on one stage: S = Q K^T (N = 64 keys), masked per
+// (row, key) by the regions' row masks and the rows' key ranges, one
+// online-softmax update, O += P V (four k16 steps). Every thread of the
+// warpgroup calls it (wgmma is warpgroup-wide).
+template <int D, class Smem>
+__device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, int32_t length,
+                                                     const uint32_t (&qf)[D / 16][4],
+                                                     HopperState<D>& w) {
+  constexpr int R = hopper_stage_regions();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const uint32_t stage = attn::smem_addr(sm.buffer + (i % Smem::kStages) * Smem::kStageBytes);
+
+  float s[R * 4];
+#pragma unroll
+  for (int v = 0; v < R * 4; ++v) s[v] = 0.0f;
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    // K of the stage: K-major, atom kk / 4 of each region (8-key groups
+    // kRegionBytes apart), columns 16 (kk % 4) onwards inside it.
+    const uint64_t desc = wgmma::sw128_desc(stage + (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32, 16,
+                                            Smem::kRegionBytes);
+    wgmma::WgmmaRs<R * 8, false>::mma(s, qf[kk], desc, kk > 0 ? 1 : 0);
+  }
+  wgmma::commit_group();
+  wgmma::wait_group<0>();
+
+  // S column 8 r + 2 t + e is key 2 t + e of the stage's region r.
+  const int c0 = 2 * (lane % 4);
+  int32_t key0[R];
+  uint32_t mask[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int32_t e = i * R + r;
+    mask[r] = e < length ? sm.list_mask[e] : 0u;
+    key0[r] = (e < length ? sm.list_region[e] : 0) * attn::page_tokens() + c0;
+  }
+
+  float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int h = v >> 1;
+      const int32_t kpos = key0[r] + (v & 1);
+      const bool in = ((mask[r] >> w.row[h]) & 1u) != 0 && kpos >= w.lo[h] && kpos <= w.hi[h];
+      const float x = in ? s[4 * r + v] * w.scale_log2 : -INFINITY;
+      s[4 * r + v] = x;
+      tmax[h] = fmaxf(tmax[h], x);
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
+    tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+  }
+  float m_use[2];
+  hopper_rescale<D>(tmax, w, m_use);
+
+  // P as bf16 A fragments: k16 step k holds S columns 16 k .. 16 k + 15.
+  uint32_t pa[R / 2][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      s[4 * r + v] = exp2f(s[4 * r + v] - m_use[v >> 1]);
+      w.l[v >> 1] += s[4 * r + v];
+    }
+    pa[r / 2][2 * (r % 2)] = attn::pack_bf16x2(s[4 * r], s[4 * r + 1]);
+    pa[r / 2][2 * (r % 2) + 1] = attn::pack_bf16x2(s[4 * r + 2], s[4 * r + 3]);
+  }
+
+  wgmma::fence();
+#pragma unroll
+  for (int k = 0; k < R / 2; ++k) {
+    // V of regions 2 k, 2 k + 1: N-major, its atoms (64 columns each) one
+    // after the other after K's, 8-key groups kRegionBytes apart.
+    const uint64_t desc = wgmma::sw128_desc(
+        stage + 2 * k * Smem::kRegionBytes + Smem::kAtomsPerHalf * Smem::kAtomBytes,
+        Smem::kAtomBytes, Smem::kRegionBytes);
+    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k], desc, 1);
+  }
+  wgmma::commit_group();
+  wgmma::wait_group<0>();
+}
+
+// Streams list stages [0, ceil(length / 8)) through the pipeline: one
+// barrier per stage, which also frees the buffer the next copies go to. A
+// warpgroup skips a stage none of its rows attend.
+template <int D, class Smem>
+__device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
+                                  int32_t length, int32_t key_lo, int32_t key_hi,
+                                  const uint32_t (&qf)[D / 16][4], HopperState<D>& w, Smem& sm) {
+  constexpr int S = Smem::kStages;
+  constexpr int R = hopper_stage_regions();
+  const int32_t stages = (length + R - 1) / R;
+#pragma unroll 1
+  for (int32_t k = 0; k < S - 1; ++k) {
+    if (k < stages) {
+      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
+    } else {
+      attn::cp_async_commit();
+    }
+  }
+#pragma unroll 1
+  for (int32_t i = 0; i < stages; ++i) {
+    attn::cp_async_wait<S - 2>();
+    // This thread's copies of stage i are in shared memory; the fence makes
+    // them visible to wgmma (the async proxy), the barrier everyone's.
+    wgmma::fence_proxy_async_smem();
+    __syncthreads();
+    const int32_t ahead = i + S - 1;
+    if (ahead < stages) {
+      hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
+    } else {
+      attn::cp_async_commit();
+    }
+    uint32_t attended = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int32_t e = i * R + r;
+      attended |= e < length ? sm.list_mask[e] : 0u;
+    }
+    if ((attended & w.rows) != 0) hopper_compute_stage<D>(sm, i, length, qf, w);
+  }
+  attn::cp_async_wait<0>();
+  __syncthreads();
+}
+
+}  // namespace step5::cuda::tiled
