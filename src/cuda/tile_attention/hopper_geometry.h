@@ -40,8 +40,8 @@ constexpr int hopper_stage_keys() {
 }
 
 // Stages in flight: three 48 KB stages at D = 192 (bf16), four below; with
-// the region lists that stays under Hopper's 227 KB per block, one CTA of
-// 8 warps per SM.
+// the tile's Q (48 KB at D = 192) and the region lists that stays under
+// Hopper's 227 KB per block, one CTA of 8 warps per SM.
 constexpr int hopper_stages(int head_size) {
   return head_size > 128 ? 3 : 4;
 }
@@ -60,6 +60,10 @@ struct HopperTileSmem {
   static constexpr int kRegionBytes = 2 * kAtomsPerHalf * kAtomBytes;
   static constexpr int kStageBytes = hopper_stage_regions() * kRegionBytes;
   static constexpr size_t kAlignSlack = 1024;
+  // Q of the tile as wgmma A (K-major): per warpgroup its 8 tile rows, each
+  // an 8-row group (the 8 heads) of D / 64 atoms.
+  static constexpr int kQGroupBytes = kAtomsPerHalf * kAtomBytes;
+  static constexpr int kQWarpgroupBytes = hopper_rows_per_warpgroup() * kQGroupBytes;
   static constexpr int kStages = hopper_stages(D);
   // The epilogue stages the tile's 128 output rows as bf16 (pitch padded by
   // 16 bytes) in the same bytes once the pipeline has drained.
@@ -68,6 +72,7 @@ struct HopperTileSmem {
   static constexpr int kBufferBytes = std::max(kStages * kStageBytes, kOutBytes);
 
   alignas(1024) unsigned char buffer[kBufferBytes];
+  alignas(1024) unsigned char q[hopper_warpgroups() * kQWarpgroupBytes];
   // The page source's (page_source.cuh), as in TileSmem.
   uint32_t row_mask[window_regions()];
   int32_t list_region[window_regions()];

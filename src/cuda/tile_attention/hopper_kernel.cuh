@@ -17,29 +17,36 @@
 
 namespace step5::cuda::tiled {
 
-// Q of this thread's rows as wgmma A fragments in natural column order:
-// k16 step kk, register i holds columns 16 kk + 2 t (+ 8 for i >= 2) of
-// row i & 1. Rows past the tile's count are zero.
-template <int D>
-__device__ __forceinline__ void hopper_load_q(const PagedAttentionParams& p, int64_t first,
-                                              int count, int g, const HopperState<D>& w,
-                                              uint32_t (&qf)[D / 16][4]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int head = g * hopper_heads_per_group() + lane / 4, t = lane % 4;
-  const uint16_t* q[2];
+// Copies the tile's Q into shared memory as wgmma A (K-major, swizzled
+// atoms: tile row j is 8-row group j % 8 of warpgroup j / 8, head h its row
+// h), 16 bytes at a time when the query is 16-byte aligned, else 4; rows
+// past the tile's count are zero. Commits one cp.async group.
+template <int D, class Smem>
+__device__ void hopper_stage_q(const PagedAttentionParams& p, int64_t first, int count, int g,
+                               Smem& sm) {
+  constexpr int kHeads = hopper_heads_per_group();
+  constexpr int kChunks = D / 8;  // 16-byte chunks of a Q row
+  const uint32_t q_base = attn::smem_addr(sm.q);
+  const bool wide = reinterpret_cast<uintptr_t>(p.query) % 16 == 0 && p.query_row_stride % 8 == 0 &&
+                    p.query_head_stride % 8 == 0;
+  for (int idx = static_cast<int>(threadIdx.x); idx < tile_rows() * kHeads * kChunks;
+       idx += hopper_threads()) {
+    const int row = idx / kChunks, c = idx % kChunks;
+    const int j = row / kHeads, h = row % kHeads;
+    const bool present = j < count;
+    const uint16_t* src = p.query + (first + (present ? j : 0)) * p.query_row_stride +
+                          int64_t{g * kHeads + h} * p.query_head_stride + 8 * c;
+    const uint32_t dst = q_base + (j / hopper_rows_per_warpgroup()) * Smem::kQWarpgroupBytes +
+                         (j % hopper_rows_per_warpgroup()) * Smem::kQGroupBytes +
+                         (c / 8) * Smem::kAtomBytes + h * 128 + (((c % 8) ^ h) * 16);
+    if (wide) {
+      attn::cp_async16(dst, src, present);
+    } else {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    q[h] = p.query + (first + w.row[h]) * p.query_row_stride + int64_t{head} * p.query_head_stride;
-  }
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int h = i & 1;
-      const int col = 16 * kk + 2 * t + 8 * (i >> 1);
-      qf[kk][i] = w.row[h] < count ? __ldg(reinterpret_cast<const uint32_t*>(q[h] + col)) : 0u;
+      for (int k = 0; k < 4; ++k) attn::cp_async4(dst + 4 * k, src + 2 * k, present);
     }
   }
+  attn::cp_async_commit();
 }
 
 // Normalizes (1 / l), gates (sigmoid of the head's gate) and rounds each
@@ -123,8 +130,9 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   }
 #pragma unroll
   for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
-  uint32_t qf[D / 16][4];
-  hopper_load_q<D>(p, first, count, g, w, qf);
+  // The oldest cp.async group: complete by the mainloop's first barrier.
+  hopper_stage_q<D>(p, first, count, g, sm);
+  const uint32_t q_addr = attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes;
 
   // Keys no row attends are never read (as in the mma.sync kernel).
   int32_t key_lo = INT32_MAX, key_hi = -1;
@@ -141,7 +149,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     const int span = window_span(base, region_hi);
     build_window(p, first, live, base, span, sm);
     const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
-    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, qf, w, sm);
+    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, q_addr, w, sm);
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (wanted & ~live) | sm.faulted;

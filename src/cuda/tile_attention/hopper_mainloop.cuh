@@ -11,7 +11,7 @@
 
 #include "cuda/attention/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
-#include "cuda/common/wgmma_nmajor.cuh"
+#include "cuda/common/wgmma_attention.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/params.h"
 
@@ -74,36 +74,14 @@ __device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p
   attn::cp_async_commit();
 }
 
-// Moves the running maxima of both rows to include `tmax` (log2 domain) and
-// rescales l and acc; m_use is what the new exponents subtract (0 while a
-// row has seen no key, so exp2(-inf - 0) = 0 instead of NaN).
-template <int D>
-__device__ __forceinline__ void hopper_rescale(const float (&tmax)[2], HopperState<D>& w,
-                                               float (&m_use)[2]) {
-  float factor[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(w.m[h], tmax[h]);
-    m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
-    factor[h] = exp2f(w.m[h] - m_use[h]);
-    w.m[h] = m_new;
-    w.l[h] *= factor[h];
-  }
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-#pragma unroll
-    for (int v = 0; v < 4; ++v) w.acc[4 * j + v] *= factor[v >> 1];
-  }
-}
-
-// The warpgroup's work on one stage: S = Q K^T (N = 64 keys), masked per
-// (row, key) by the regions' row masks and the rows' key ranges, one
-// online-softmax update, O += P V (four k16 steps). Every thread of the
-// warpgroup calls it (wgmma is warpgroup-wide).
+// The warpgroup's work on one stage: S = Q K^T (N = 64 keys, Q at
+// `q_addr` in shared memory), masked per (row, key) by the regions' row
+// masks and the rows' key ranges, one online-softmax update, O += P V
+// (four k16 steps). Every thread of the warpgroup calls it (wgmma is
+// warpgroup-wide).
 template <int D, class Smem>
 __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, int32_t length,
-                                                     const uint32_t (&qf)[D / 16][4],
-                                                     HopperState<D>& w) {
+                                                     uint32_t q_addr, HopperState<D>& w) {
   constexpr int R = hopper_stage_regions();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const uint32_t stage = attn::smem_addr(sm.buffer + (i % Smem::kStages) * Smem::kStageBytes);
@@ -114,46 +92,90 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    // K of the stage: K-major, atom kk / 4 of each region (8-key groups
-    // kRegionBytes apart), columns 16 (kk % 4) onwards inside it.
-    const uint64_t desc = wgmma::sw128_desc(stage + (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32, 16,
-                                            Smem::kRegionBytes);
-    wgmma::WgmmaRs<R * 8, false>::mma(s, qf[kk], desc, kk > 0 ? 1 : 0);
+    // Q: 8-row groups (tile rows) kQGroupBytes apart; K: 8-key groups
+    // (regions) kRegionBytes apart; both at atom kk / 4, columns 16 (kk % 4)
+    // onwards inside it.
+    const uint32_t k_offset = (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32;
+    const uint64_t desc_q = wgmma::sw128_desc(q_addr + k_offset, 16, Smem::kQGroupBytes);
+    const uint64_t desc_k = wgmma::sw128_desc(stage + k_offset, 16, Smem::kRegionBytes);
+    wgmma::WgmmaSs<R * 8>::mma(s, desc_q, desc_k, kk > 0 ? 1 : 0);
   }
   wgmma::commit_group();
-  wgmma::wait_group<0>();
 
-  // S column 8 r + 2 t + e is key 2 t + e of the stage's region r.
-  const int c0 = 2 * (lane % 4);
-  int32_t key0[R];
-  uint32_t mask[R];
+  // While the MMAs run: which (region, row) pairs are attended, and whether
+  // any attended region of this warp's two rows is cut by a row's key range
+  // (the row's own region in CSA, a window's ends in SWA; the rows are the
+  // same for the whole warp, so the test is warp-uniform).
+  int32_t region[R];
+  uint32_t take = 0;
+  bool cut = false;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int32_t e = i * R + r;
-    mask[r] = e < length ? sm.list_mask[e] : 0u;
-    key0[r] = (e < length ? sm.list_region[e] : 0) * attn::page_tokens() + c0;
-  }
-
-  float tmax[2] = {-INFINITY, -INFINITY};
+    const uint32_t mask = e < length ? sm.list_mask[e] : 0u;
+    region[r] = e < length ? sm.list_region[e] : 0;
+    const int32_t k0 = region[r] * attn::page_tokens();
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int h = v >> 1;
-      const int32_t kpos = key0[r] + (v & 1);
-      const bool in = ((mask[r] >> w.row[h]) & 1u) != 0 && kpos >= w.lo[h] && kpos <= w.hi[h];
-      const float x = in ? s[4 * r + v] * w.scale_log2 : -INFINITY;
-      s[4 * r + v] = x;
-      tmax[h] = fmaxf(tmax[h], x);
+    for (int h = 0; h < 2; ++h) {
+      const bool bit = ((mask >> w.row[h]) & 1u) != 0;
+      take |= (bit ? 1u : 0u) << (2 * r + h);
+      cut = cut || (bit && (k0 < w.lo[h] || k0 + attn::page_tokens() - 1 > w.hi[h]));
     }
   }
+  wgmma::wait_group<0>();
+
+  // S column 8 r + 2 t + e is key 2 t + e of the stage's region r; masked
+  // scores become -inf, the maximum is taken on the raw scores (the scale
+  // is positive) and the scale folds into the exponent's FMA.
+  float tmax[2] = {-INFINITY, -INFINITY};
+  if (!cut) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int h = v >> 1;
+        const float x = ((take >> (2 * r + h)) & 1u) != 0 ? s[4 * r + v] : -INFINITY;
+        s[4 * r + v] = x;
+        tmax[h] = fmaxf(tmax[h], x);
+      }
+    }
+  } else {
+    const int c0 = 2 * (lane % 4);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int h = v >> 1;
+        const int32_t kpos = region[r] * attn::page_tokens() + c0 + (v & 1);
+        const bool in = ((take >> (2 * r + h)) & 1u) != 0 && kpos >= w.lo[h] && kpos <= w.hi[h];
+        const float x = in ? s[4 * r + v] : -INFINITY;
+        s[4 * r + v] = x;
+        tmax[h] = fmaxf(tmax[h], x);
+      }
+    }
+  }
+  float m_use[2], factor[2];
+  bool moved = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
+    const float m_new = fmaxf(w.m[h], tmax[h] * w.scale_log2);
+    m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
+    moved = moved || m_new != w.m[h];
+    factor[h] = attn::exp2_ftz(w.m[h] - m_use[h]);  // 0 while m was -inf
+    w.l[h] *= factor[h];
+    w.m[h] = m_new;
   }
-  float m_use[2];
-  hopper_rescale<D>(tmax, w, m_use);
+  // Rescale O only when a row of the warp moved its maximum: after the
+  // first stages most do not.
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) w.acc[4 * j + v] *= factor[v >> 1];
+    }
+  }
 
   // P as bf16 A fragments: k16 step k holds S columns 16 k .. 16 k + 15.
   uint32_t pa[R / 2][4];
@@ -161,7 +183,7 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
   for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
-      s[4 * r + v] = exp2f(s[4 * r + v] - m_use[v >> 1]);
+      s[4 * r + v] = attn::exp2_ftz(fmaf(s[4 * r + v], w.scale_log2, -m_use[v >> 1]));
       w.l[v >> 1] += s[4 * r + v];
     }
     pa[r / 2][2 * (r % 2)] = attn::pack_bf16x2(s[4 * r], s[4 * r + 1]);
@@ -187,8 +209,8 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
 // warpgroup skips a stage none of its rows attend.
 template <int D, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
-                                  int32_t length, int32_t key_lo, int32_t key_hi,
-                                  const uint32_t (&qf)[D / 16][4], HopperState<D>& w, Smem& sm) {
+                                  int32_t length, int32_t key_lo, int32_t key_hi, uint32_t q_addr,
+                                  HopperState<D>& w, Smem& sm) {
   constexpr int S = Smem::kStages;
   constexpr int R = hopper_stage_regions();
   const int32_t stages = (length + R - 1) / R;
@@ -202,9 +224,10 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
   }
 #pragma unroll 1
   for (int32_t i = 0; i < stages; ++i) {
+    // This thread's copies of stage i (and of Q, the oldest group) are in
+    // shared memory; the fence makes them visible to wgmma (the async
+    // proxy), the barrier everyone's.
     attn::cp_async_wait<S - 2>();
-    // This thread's copies of stage i are in shared memory; the fence makes
-    // them visible to wgmma (the async proxy), the barrier everyone's.
     wgmma::fence_proxy_async_smem();
     __syncthreads();
     const int32_t ahead = i + S - 1;
@@ -219,7 +242,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
       const int32_t e = i * R + r;
       attended |= e < length ? sm.list_mask[e] : 0u;
     }
-    if ((attended & w.rows) != 0) hopper_compute_stage<D>(sm, i, length, qf, w);
+    if ((attended & w.rows) != 0) hopper_compute_stage<D>(sm, i, length, q_addr, w);
   }
   attn::cp_async_wait<0>();
   __syncthreads();

@@ -1,10 +1,10 @@
-// wgmma with B in shared memory in 128-byte swizzled atoms placed by the
-// caller, as the Hopper tile attention stages K/V pages: an atom is 8 keys
-// x 128 bytes (64 bf16 of the head dimension), the 16-byte chunk c of key
-// row r at chunk c ^ r, so 16-byte cp.async copies of paged rows land in
-// it directly. K is B of S = Q K^T (K-major: the head dimension runs along
-// K); V is B of O = P V (N-major: the head dimension runs along N,
-// imm-trans-b = 1); both read the same atoms. A (Q, P) is in registers,
+// The wgmma forms of the Hopper tile attention, with operands in shared
+// memory in 128-byte swizzled atoms the caller places: an atom is 8 rows x
+// 128 bytes (64 bf16), the 16-byte chunk c of row r at chunk c ^ r, so
+// 16-byte cp.async copies of paged rows land in it directly. S = Q K^T
+// takes Q (A, K-major) and K (B, K-major: the head dimension runs along K)
+// from shared memory; O = P V takes P from registers and V (B, N-major: the
+// head dimension runs along N, imm-trans-b = 1) from the same atoms as K.
 // bf16, fp32 accumulators; register layouts as in common/wgmma.cuh.
 #pragma once
 
@@ -29,6 +29,30 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lbo,
   desc |= static_cast<uint64_t>(1) << 62;                      // layout: 128-byte swizzle
   return desc;
 }
+
+// d (+)= A * B for one k16 step, A and B both K-major in shared memory,
+// bf16, d[N / 2]; scale_d = 0 starts a fresh accumulation.
+template <int N>
+struct WgmmaSs;
+
+template <>
+struct WgmmaSs<64> {
+  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                             int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+          "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+          "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+};
 
 // d (+)= A * B for one k16 step with B N-major (imm-trans-b = 1), bf16,
 // d[N / 2]; scale_d = 0 starts a fresh accumulation.
