@@ -132,7 +132,8 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
   // The oldest cp.async group: complete by the mainloop's first barrier.
   hopper_stage_q<D>(p, first, count, g, sm);
-  const uint32_t q_addr = attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes;
+  w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
+                               Smem::kQGroupBytes);
 
   // Keys no row attends are never read (as in the mma.sync kernel).
   int32_t key_lo = INT32_MAX, key_hi = -1;
@@ -149,7 +150,8 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     const int span = window_span(base, region_hi);
     build_window(p, first, live, base, span, sm);
     const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
-    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, q_addr, w, sm);
+    hopper_prepare_list(p, live, length, sm);
+    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, w, sm);
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (wanted & ~live) | sm.faulted;

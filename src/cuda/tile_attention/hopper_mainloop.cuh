@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "cuda/attention/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -29,8 +30,47 @@ struct HopperState {
   int row[2];
   int32_t lo[2];  // attended key positions lo..hi of those rows
   int32_t hi[2];
-  uint32_t rows;  // tile rows of this warpgroup (bit mask)
+  uint32_t rows;    // tile rows of this warpgroup (bit mask)
+  uint64_t desc_q;  // wgmma descriptor of the warpgroup's Q, k16 step 0
 };
+
+// Bit of a list entry's row mask (rows use bits 0..15) set when some row's
+// key range starts or ends inside the region, so only stages holding such
+// regions compare key positions (hopper_prepare_list).
+constexpr uint32_t kCutRegion = 1u << 31;
+
+// Token offsets of the list's regions inside their blocks, kept in the
+// page source's row masks once the list is built (they are free then).
+template <class Smem>
+__device__ __forceinline__ int32_t* region_slots(Smem& sm) {
+  return reinterpret_cast<int32_t*>(sm.row_mask);
+}
+template <class Smem>
+__device__ __forceinline__ const int32_t* region_slots(const Smem& sm) {
+  return reinterpret_cast<const int32_t*>(sm.row_mask);
+}
+
+// After compact_window: each list entry's token offset in its block
+// (region_slots) and the kCutRegion bit, so the stage loop neither divides
+// nor tests key ranges where no row's range ends. Ends with a barrier.
+template <class Smem>
+__device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live, int32_t length,
+                                    Smem& sm) {
+  const int32_t pages_per_block = p.block_size / attn::page_tokens();
+  int32_t* slots = region_slots(sm);
+  for (int32_t e = static_cast<int32_t>(threadIdx.x); e < length; e += hopper_threads()) {
+    const int32_t region = sm.list_region[e];
+    bool cut = false;
+    for (int j = 0; j < tile_rows(); ++j) {
+      if (((live >> j) & 1u) == 0) continue;
+      cut = cut || region == sm.row_low[j] / attn::page_tokens() ||
+            region == sm.row_position[j] / attn::page_tokens();
+    }
+    slots[e] = (region % pages_per_block) * attn::page_tokens();
+    if (cut) sm.list_mask[e] |= kCutRegion;
+  }
+  __syncthreads();
+}
 
 // Buffer of list stage `i`: a ring of Smem::kStages.
 template <class Smem>
@@ -38,14 +78,34 @@ __device__ __forceinline__ unsigned char* hopper_stage(Smem& sm, int32_t i) {
   return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
 }
 
+// 16 bytes from src + kSrc to shared dst + kDst (immediate offsets), or 16
+// zero bytes when src_bytes is 0.
+template <int kDst, int kSrc>
+__device__ __forceinline__ void cp_async16_at(uint32_t dst, const char* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16, %4;\n" ::"r"(dst), "l"(src),
+               "n"(kDst), "n"(kSrc), "r"(src_bytes)
+               : "memory");
+}
+
+// Pass P of a lane's copies (hopper_issue_stage): chunk 4 P + l % 4 of its
+// key's row, in atom P / 2 at the even or odd pass's swizzled position.
+template <class Smem, int... P>
+__device__ __forceinline__ void copy_row_chunks(uint32_t dst_even, uint32_t dst_odd,
+                                                const char* src, int src_bytes,
+                                                std::integer_sequence<int, P...>) {
+  (cp_async16_at<(P / 2) * Smem::kAtomBytes, P * 64>(P % 2 != 0 ? dst_odd : dst_even, src,
+                                                     src_bytes),
+   ...);
+}
+
 // Issues the copies of list stage `i` and commits them as one group. Warp
-// w copies region 8 i + w: lane l takes key l / 4 and, in each of
-// kRowChunks / 4 passes, chunk 4 pass + l % 4 of that key's K || V row
-// into its atom (swizzled: chunk c of key k at c ^ k), so one instruction
-// writes 512 bytes over all banks evenly and reads 64 contiguous bytes of
-// each of the region's 8 rows. Keys no row of the tile may attend (before
-// the lowest window, past the last row, in blocks outside the cache, past
-// the list) are zero-filled: 0 * NaN in P V would poison a row.
+// w copies region 8 i + w: lane l takes key k = l / 4 and, in each of
+// kRowChunks / 4 passes P, chunk c = 4 P + l % 4 of that key's K || V row
+// into its atom (swizzled: at c % 8 ^ k), so one instruction writes 512
+// bytes over all banks evenly and reads 64 contiguous bytes of each of the
+// region's 8 rows. Keys no row of the tile may attend (before the lowest
+// window, past the last row, in blocks outside the cache, past the list)
+// are zero-filled: 0 * NaN in P V would poison a row.
 template <class Smem>
 __device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p,
                                                    const char* kv_head, int32_t i, int32_t length,
@@ -60,28 +120,33 @@ __device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p
     const int32_t kpos = sm.list_region[e] * attn::page_tokens() + key;
     valid = block >= 0 && kpos >= key_lo && kpos <= key_hi;
     if (valid) {
-      src = kv_head + int64_t{block} * p.kv_block_stride +
-            int64_t{kpos % p.block_size} * p.kv_token_stride;
+      src += int64_t{block} * p.kv_block_stride +
+             int64_t{region_slots(sm)[e] + key} * p.kv_token_stride + 16 * (lane % 4);
     }
   }
-  const uint32_t dst = attn::smem_addr(hopper_stage(sm, i)) + warp * Smem::kRegionBytes + key * 128;
-#pragma unroll
-  for (int pass = 0; pass < Smem::kRowChunks / 4; ++pass) {
-    const int chunk = 4 * pass + lane % 4;
-    const int atom = chunk / 8, c = chunk % 8;
-    attn::cp_async16(dst + atom * Smem::kAtomBytes + ((c ^ key) * 16), src + chunk * 16, valid);
-  }
+  const uint32_t row = attn::smem_addr(hopper_stage(sm, i)) + warp * Smem::kRegionBytes + key * 128;
+  const int x = (lane % 4) ^ key;
+  copy_row_chunks<Smem>(row + 16 * x, row + 16 * (x ^ 4), src, valid ? 16 : 0,
+                        std::make_integer_sequence<int, Smem::kRowChunks / 4>{});
   attn::cp_async_commit();
 }
 
-// The warpgroup's work on one stage: S = Q K^T (N = 64 keys, Q at
-// `q_addr` in shared memory), masked per (row, key) by the regions' row
-// masks and the rows' key ranges, one online-softmax update, O += P V
-// (four k16 steps). Every thread of the warpgroup calls it (wgmma is
-// warpgroup-wide).
+// A descriptor `bytes` further on (the start address field, in 16-byte
+// units, never carries: shared addresses stay below 256 KB).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xffffffff00000000ull) | lo;
+}
+
+// The warpgroup's work on one stage: S = Q K^T (N = 64 keys, both from
+// shared memory), masked per (row, key) by the regions' row masks and,
+// where a region is cut, the rows' key ranges; one online-softmax update;
+// O += P V (four k16 steps). Every thread of the warpgroup calls it (wgmma
+// is warpgroup-wide).
 template <int D, class Smem>
-__device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, int32_t length,
-                                                     uint32_t q_addr, HopperState<D>& w) {
+__device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
+                                                     const uint32_t (&mask)[hopper_stage_regions()],
+                                                     bool cut, HopperState<D>& w) {
   constexpr int R = hopper_stage_regions();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const uint32_t stage = attn::smem_addr(sm.buffer + (i % Smem::kStages) * Smem::kStageBytes);
@@ -89,69 +154,41 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
   float s[R * 4];
 #pragma unroll
   for (int v = 0; v < R * 4; ++v) s[v] = 0.0f;
+  // Q: 8-row groups (tile rows) kQGroupBytes apart; K: 8-key groups
+  // (regions) kRegionBytes apart; both at atom kk / 4, columns 16 (kk % 4)
+  // onwards inside it.
+  const uint64_t desc_k = wgmma::sw128_desc(stage, 16, Smem::kRegionBytes);
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
-    // Q: 8-row groups (tile rows) kQGroupBytes apart; K: 8-key groups
-    // (regions) kRegionBytes apart; both at atom kk / 4, columns 16 (kk % 4)
-    // onwards inside it.
     const uint32_t k_offset = (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32;
-    const uint64_t desc_q = wgmma::sw128_desc(q_addr + k_offset, 16, Smem::kQGroupBytes);
-    const uint64_t desc_k = wgmma::sw128_desc(stage + k_offset, 16, Smem::kRegionBytes);
-    wgmma::WgmmaSs<R * 8>::mma(s, desc_q, desc_k, kk > 0 ? 1 : 0);
+    wgmma::WgmmaSs<R * 8>::mma(s, desc_advance(w.desc_q, k_offset), desc_advance(desc_k, k_offset),
+                               kk > 0 ? 1 : 0);
   }
   wgmma::commit_group();
-
-  // While the MMAs run: which (region, row) pairs are attended, and whether
-  // any attended region of this warp's two rows is cut by a row's key range
-  // (the row's own region in CSA, a window's ends in SWA; the rows are the
-  // same for the whole warp, so the test is warp-uniform).
-  int32_t region[R];
-  uint32_t take = 0;
-  bool cut = false;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int32_t e = i * R + r;
-    const uint32_t mask = e < length ? sm.list_mask[e] : 0u;
-    region[r] = e < length ? sm.list_region[e] : 0;
-    const int32_t k0 = region[r] * attn::page_tokens();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bool bit = ((mask >> w.row[h]) & 1u) != 0;
-      take |= (bit ? 1u : 0u) << (2 * r + h);
-      cut = cut || (bit && (k0 < w.lo[h] || k0 + attn::page_tokens() - 1 > w.hi[h]));
-    }
-  }
+  const uint32_t row_bit[2] = {1u << w.row[0], 1u << w.row[1]};
   wgmma::wait_group<0>();
 
   // S column 8 r + 2 t + e is key 2 t + e of the stage's region r; masked
   // scores become -inf, the maximum is taken on the raw scores (the scale
   // is positive) and the scale folds into the exponent's FMA.
   float tmax[2] = {-INFINITY, -INFINITY};
-  if (!cut) {
+  const int c0 = 2 * (lane % 4);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int h = v >> 1;
-        const float x = ((take >> (2 * r + h)) & 1u) != 0 ? s[4 * r + v] : -INFINITY;
-        s[4 * r + v] = x;
-        tmax[h] = fmaxf(tmax[h], x);
-      }
+  for (int r = 0; r < R; ++r) {
+    int32_t k0 = 0;
+    if (cut) {
+      const int32_t e = i * R + r;
+      k0 = sm.list_region[e] * attn::page_tokens() + c0;
     }
-  } else {
-    const int c0 = 2 * (lane % 4);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int h = v >> 1;
-        const int32_t kpos = region[r] * attn::page_tokens() + c0 + (v & 1);
-        const bool in = ((take >> (2 * r + h)) & 1u) != 0 && kpos >= w.lo[h] && kpos <= w.hi[h];
-        const float x = in ? s[4 * r + v] : -INFINITY;
-        s[4 * r + v] = x;
-        tmax[h] = fmaxf(tmax[h], x);
-      }
+    for (int v = 0; v < 4; ++v) {
+      const int h = v >> 1;
+      bool in = (mask[r] & row_bit[h]) != 0;
+      if (cut) in = in && k0 + (v & 1) >= w.lo[h] && k0 + (v & 1) <= w.hi[h];
+      const float x = in ? s[4 * r + v] : -INFINITY;
+      s[4 * r + v] = x;
+      tmax[h] = fmaxf(tmax[h], x);
     }
   }
   float m_use[2], factor[2];
@@ -190,15 +227,14 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
     pa[r / 2][2 * (r % 2) + 1] = attn::pack_bf16x2(s[4 * r + 2], s[4 * r + 3]);
   }
 
+  // V of regions 2 k, 2 k + 1: N-major, its atoms (64 columns each) one
+  // after the other after K's, 8-key groups kRegionBytes apart.
+  const uint64_t desc_v = wgmma::sw128_desc(stage + Smem::kAtomsPerHalf * Smem::kAtomBytes,
+                                            Smem::kAtomBytes, Smem::kRegionBytes);
   wgmma::fence();
 #pragma unroll
   for (int k = 0; k < R / 2; ++k) {
-    // V of regions 2 k, 2 k + 1: N-major, its atoms (64 columns each) one
-    // after the other after K's, 8-key groups kRegionBytes apart.
-    const uint64_t desc = wgmma::sw128_desc(
-        stage + 2 * k * Smem::kRegionBytes + Smem::kAtomsPerHalf * Smem::kAtomBytes,
-        Smem::kAtomBytes, Smem::kRegionBytes);
-    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k], desc, 1);
+    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k], desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
   }
   wgmma::commit_group();
   wgmma::wait_group<0>();
@@ -209,8 +245,8 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i, 
 // warpgroup skips a stage none of its rows attend.
 template <int D, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
-                                  int32_t length, int32_t key_lo, int32_t key_hi, uint32_t q_addr,
-                                  HopperState<D>& w, Smem& sm) {
+                                  int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
+                                  Smem& sm) {
   constexpr int S = Smem::kStages;
   constexpr int R = hopper_stage_regions();
   const int32_t stages = (length + R - 1) / R;
@@ -236,13 +272,17 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     } else {
       attn::cp_async_commit();
     }
+    uint32_t mask[R];
     uint32_t attended = 0;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int32_t e = i * R + r;
-      attended |= e < length ? sm.list_mask[e] : 0u;
+      mask[r] = e < length ? sm.list_mask[e] : 0u;
+      attended |= mask[r];
     }
-    if ((attended & w.rows) != 0) hopper_compute_stage<D>(sm, i, length, q_addr, w);
+    if ((attended & w.rows) != 0) {
+      hopper_compute_stage<D>(sm, i, mask, (attended & kCutRegion) != 0, w);
+    }
   }
   attn::cp_async_wait<0>();
   __syncthreads();
