@@ -138,15 +138,21 @@ __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) 
   return (desc & 0xffffffff00000000ull) | lo;
 }
 
-// The warpgroup's work on one stage: S = Q K^T (N = 64 keys, both from
+// How far a row's running maximum may stay below its true maximum (log2
+// units): P values then reach 2^8 at most, exact in fp32 and in bf16's
+// range, and O and l are rescaled only when a maximum grows by more.
+constexpr float kMaxSlack = 8.0f;
+
+// S = Q K^T of stage `i` for the warpgroup (N = 64 keys, both operands in
 // shared memory), masked per (row, key) by the regions' row masks and,
 // where a region is cut, the rows' key ranges; one online-softmax update;
-// O += P V (four k16 steps). Every thread of the warpgroup calls it (wgmma
-// is warpgroup-wide).
+// P into `pa` as bf16 A fragments (k16 step k: S columns 16 k .. 16 k + 15).
+// Every thread of the warpgroup calls it (wgmma is warpgroup-wide).
 template <int D, class Smem>
-__device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
-                                                     const uint32_t (&mask)[hopper_stage_regions()],
-                                                     bool cut, HopperState<D>& w) {
+__device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
+                                              const uint32_t (&mask)[hopper_stage_regions()],
+                                              bool cut, HopperState<D>& w,
+                                              uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
   constexpr int R = hopper_stage_regions();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const uint32_t stage = attn::smem_addr(sm.buffer + (i % Smem::kStages) * Smem::kStageBytes);
@@ -177,10 +183,7 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     int32_t k0 = 0;
-    if (cut) {
-      const int32_t e = i * R + r;
-      k0 = sm.list_region[e] * attn::page_tokens() + c0;
-    }
+    if (cut) k0 = sm.list_region[i * R + r] * attn::page_tokens() + c0;
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
       const int h = v >> 1;
@@ -197,15 +200,15 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
   for (int h = 0; h < 2; ++h) {
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
-    const float m_new = fmaxf(w.m[h], tmax[h] * w.scale_log2);
+    const float seen = tmax[h] * w.scale_log2;
+    const bool move = seen > w.m[h] + kMaxSlack;  // true for a first finite score
+    const float m_new = move ? seen : w.m[h];
     m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
-    moved = moved || m_new != w.m[h];
-    factor[h] = attn::exp2_ftz(w.m[h] - m_use[h]);  // 0 while m was -inf
+    factor[h] = attn::exp2_ftz(w.m[h] - m_use[h]);  // 0 while m was -inf, 1 if unmoved
+    moved = moved || move;
     w.l[h] *= factor[h];
     w.m[h] = m_new;
   }
-  // Rescale O only when a row of the warp moved its maximum: after the
-  // first stages most do not.
   if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
@@ -213,9 +216,6 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
       for (int v = 0; v < 4; ++v) w.acc[4 * j + v] *= factor[v >> 1];
     }
   }
-
-  // P as bf16 A fragments: k16 step k holds S columns 16 k .. 16 k + 15.
-  uint32_t pa[R / 2][4];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
 #pragma unroll
@@ -226,52 +226,71 @@ __device__ __forceinline__ void hopper_compute_stage(const Smem& sm, int32_t i,
     pa[r / 2][2 * (r % 2)] = attn::pack_bf16x2(s[4 * r], s[4 * r + 1]);
     pa[r / 2][2 * (r % 2) + 1] = attn::pack_bf16x2(s[4 * r + 2], s[4 * r + 3]);
   }
+}
 
-  // V of regions 2 k, 2 k + 1: N-major, its atoms (64 columns each) one
-  // after the other after K's, 8-key groups kRegionBytes apart.
+// O += P V of stage `i` (four k16 steps): V of regions 2 k, 2 k + 1 is
+// N-major, its atoms (64 columns each) after K's, 8-key groups
+// kRegionBytes apart.
+template <int D, class Smem>
+__device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
+                                          const uint32_t (&pa)[hopper_stage_regions() / 2][4],
+                                          HopperState<D>& w) {
+  const uint32_t stage = attn::smem_addr(sm.buffer + (i % Smem::kStages) * Smem::kStageBytes);
   const uint64_t desc_v = wgmma::sw128_desc(stage + Smem::kAtomsPerHalf * Smem::kAtomBytes,
                                             Smem::kAtomBytes, Smem::kRegionBytes);
   wgmma::fence();
 #pragma unroll
-  for (int k = 0; k < R / 2; ++k) {
+  for (int k = 0; k < hopper_stage_regions() / 2; ++k) {
     wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k], desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
   }
   wgmma::commit_group();
   wgmma::wait_group<0>();
 }
 
-// Streams list stages [0, ceil(length / 8)) through the pipeline: one
-// barrier per stage, which also frees the buffer the next copies go to. A
-// warpgroup skips a stage none of its rows attend.
+// Streams list stages [0, ceil(length / 8)) through the pipeline, one
+// barrier per step. The warpgroups take turns on the tensor cores: the
+// first runs S, softmax and P V of stage i in step i; the second runs the
+// P V of stage i - 1 first, then S and softmax of stage i, so each one's
+// softmax overlaps the other's MMAs. A stage's buffer therefore lives two
+// steps: copies run S - 2 stages ahead. A warpgroup skips a stage none of
+// its rows attend.
 template <int D, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
                                   Smem& sm) {
   constexpr int S = Smem::kStages;
   constexpr int R = hopper_stage_regions();
+  static_assert(S >= 3, "a stage is read for two steps while the next one is copied");
   const int32_t stages = (length + R - 1) / R;
+  const bool lagging = static_cast<int>(threadIdx.x) >= 128;
 #pragma unroll 1
-  for (int32_t k = 0; k < S - 1; ++k) {
+  for (int32_t k = 0; k < S - 2; ++k) {
     if (k < stages) {
       hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
     } else {
       attn::cp_async_commit();
     }
   }
+  uint32_t pa[R / 2][4];
+  bool pending = false;  // the lagging warpgroup's P of the last step
 #pragma unroll 1
-  for (int32_t i = 0; i < stages; ++i) {
+  for (int32_t i = 0; i <= stages; ++i) {
     // This thread's copies of stage i (and of Q, the oldest group) are in
     // shared memory; the fence makes them visible to wgmma (the async
-    // proxy), the barrier everyone's.
-    attn::cp_async_wait<S - 2>();
+    // proxy), the barrier everyone's. The barrier also ends every read of
+    // stage i - 2, whose buffer the next copies take.
+    attn::cp_async_wait<S - 3>();
     wgmma::fence_proxy_async_smem();
     __syncthreads();
-    const int32_t ahead = i + S - 1;
+    const int32_t ahead = i + S - 2;
     if (ahead < stages) {
       hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
     } else {
       attn::cp_async_commit();
     }
+    if (lagging && pending) hopper_pv<D>(sm, i - 1, pa, w);
+    pending = false;
+    if (i == stages) break;
     uint32_t mask[R];
     uint32_t attended = 0;
 #pragma unroll
@@ -281,7 +300,12 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
       attended |= mask[r];
     }
     if ((attended & w.rows) != 0) {
-      hopper_compute_stage<D>(sm, i, mask, (attended & kCutRegion) != 0, w);
+      hopper_scores<D>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+      if (lagging) {
+        pending = true;
+      } else {
+        hopper_pv<D>(sm, i, pa, w);
+      }
     }
   }
   attn::cp_async_wait<0>();
