@@ -86,18 +86,39 @@ __device__ void build_window(const PagedAttentionParams& p, int64_t first, uint3
   }
   for (int i = tid; i < span; i += threads) sm.row_mask[i] = 0;
   __syncthreads();
-  // CSA: the selections of the live rows (selection row = step row - row_begin).
-  const int64_t entries = int64_t{tile_rows()} * p.topk;
-  for (int64_t e = tid; e < entries; e += threads) {
-    const int j = static_cast<int>(e / p.topk);
-    if (((live >> j) & 1u) == 0) continue;
-    const int32_t* sel =
-        p.selected + (first + j - p.row_begin) * p.selected_row_stride +
-        int64_t{static_cast<int>(blockIdx.x % p.num_kv_heads)} * p.selected_group_stride;
-    const int32_t v = __ldg(sel + e % p.topk);
-    const int32_t cur = sm.row_position[j] / attn::page_tokens();
-    if (v >= 0 && v < cur && v >= base && v - base < span) {
-      atomicOr(&sm.row_mask[v - base], 1u << j);
+  // CSA: the selections of the live rows (selection row = step row -
+  // row_begin), entry e = j * topk + k read by thread e % threads. Loads go
+  // out kBatch at a time before their atomics (one dependent load per
+  // entry stalled this phase), and (j, k) step without dividing.
+  constexpr int kBatch = 8;
+  const int g = static_cast<int>(blockIdx.x % p.num_kv_heads);
+  const int32_t entries = tile_rows() * p.topk;
+  const int step_j = threads / p.topk, step_k = threads % p.topk;
+  int j = tid / p.topk, k = tid % p.topk;
+  for (int32_t e0 = tid; e0 < entries; e0 += kBatch * threads) {
+    int32_t v[kBatch];
+    int row[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      row[u] = j;
+      const bool load = e0 + u * threads < entries && ((live >> j) & 1u) != 0;
+      v[u] = load ? __ldg(p.selected + (first + j - p.row_begin) * p.selected_row_stride +
+                          int64_t{g} * p.selected_group_stride + k)
+                  : -1;
+      k += step_k;
+      j += step_j;
+      if (k >= p.topk) {
+        k -= p.topk;
+        ++j;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (v[u] < 0) continue;
+      const int32_t cur = sm.row_position[row[u]] / attn::page_tokens();
+      if (v[u] < cur && v[u] >= base && v[u] - base < span) {
+        atomicOr(&sm.row_mask[v[u] - base], 1u << row[u]);
+      }
     }
   }
   if (tid < tile_rows() && ((live >> tid) & 1u) != 0) {
