@@ -135,5 +135,22 @@ constexpr int select_few() {
 constexpr int select_capacity() {
   return 6144;
 }
+// Short rows (prefill chunks at short contexts: C <= 2048 score columns)
+// take CTAs of 128 threads with a list of C entries: at 8K context a
+// 512-thread CTA left three quarters of its threads without scores and
+// spent ~40 % of its time at barriers (ncu: 381 us for 16,384 rows of
+// 1,024 scores), and the 48 KB list held occupancy to two CTAs per SM.
+constexpr int select_short_columns() {
+  return 2048;
+}
+constexpr int select_short_threads() {
+  return 128;
+}
+// The list capacity for rows of at most `columns` scores: every score may
+// be kept (columns, in whole 256-entry steps), up to select_capacity().
+constexpr int select_list_capacity(int columns) {
+  if (columns > select_short_columns()) return select_capacity();
+  return columns <= 256 ? 256 : (columns + 255) / 256 * 256;
+}
 
 }  // namespace step5::cuda

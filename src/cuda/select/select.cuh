@@ -27,11 +27,8 @@
 
 namespace step5::cuda {
 
-// Smem of the select kernel beyond its static part: the kept list.
-struct SelectList {
-  uint32_t key[select_capacity()];
-  int32_t index[select_capacity()];
-};
+// Smem of the select kernel beyond its static part: the kept list,
+// p.list_capacity keys, then as many indices.
 
 // Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
 // key 0 with valid = false).
@@ -60,8 +57,9 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   using Shared = SelectShared<kThreads>;
   using Scan = typename Shared::Scan;
   __shared__ Shared sh;
-  extern __shared__ unsigned char list_raw[];
-  SelectList& list = *reinterpret_cast<SelectList*>(list_raw);
+  extern __shared__ __align__(16) unsigned char list_raw[];
+  uint32_t* const list_key = reinterpret_cast<uint32_t*>(list_raw);
+  int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + p.list_capacity;
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
@@ -164,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
 
   uint32_t kth;
   int32_t entries = 0;
-  if (kept <= static_cast<uint32_t>(select_capacity())) {
+  if (kept <= static_cast<uint32_t>(p.list_capacity)) {
     // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
     // with a key >= the bin's floor.
     const uint32_t floor_key = select_bin_floor(threshold, best);
@@ -189,8 +187,8 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
         if ((flags >> k) & 1u) {
-          list.key[carry + before] = key[k];
-          list.index[carry + before] = base + mine + k;
+          list_key[carry + before] = key[k];
+          list_index[carry + before] = base + mine + k;
           ++before;
         }
       }
@@ -203,7 +201,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     // 3. The K-th key among the candidates of the threshold bin.
     auto candidates = [&](auto&& visit) {
       for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
-        const uint32_t key = list.key[i];
+        const uint32_t key = list_key[i];
         if (select_bin(key, best) == threshold) visit(key);
       }
     };
@@ -245,11 +243,11 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     carry_gt += total >> 16;
     carry_eq += total & 0xffffu;
   };
-  if (kept <= static_cast<uint32_t>(select_capacity())) {
+  if (kept <= static_cast<uint32_t>(p.list_capacity)) {
     for (int32_t base = 0; base < entries; base += kThreads) {
       const int32_t i = base + static_cast<int32_t>(threadIdx.x);
       const bool valid = i < entries;
-      emit(valid ? list.key[i] : 0u, valid ? list.index[i] : -1, valid);
+      emit(valid ? list_key[i] : 0u, valid ? list_index[i] : -1, valid);
     }
   } else {
     for (int32_t base = 0; base < closed; base += kThreads) {
