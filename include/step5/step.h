@@ -110,7 +110,7 @@ struct LayerSchedule {
   // kernel, the untiled rows to the row kernel; false: every row to the row
   // kernel (a layer the tile kernel does not serve, or a step without tiles).
   bool tiled_attention = false;
-  // The tiles run the sm_90a (wgmma) tile kernel (Hopper, bf16 KV, H/G = 8)
+  // The tiles run the sm_90a (wgmma) tile kernel (Hopper, H/G = 8)
   // instead of the mma.sync one.
   bool tile_wgmma = false;
   size_t scratch_bytes = 0;   // backend scratch this layer needs

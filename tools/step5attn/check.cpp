@@ -212,6 +212,8 @@ std::vector<Case> cases() {
                     scenario(2, 60, 300, true), 0),
       scenario_case("swa G1 H8 D128 B16 W40 tiles", swa(1, 8, 128, 16, 40, bf, 0),
                     scenario(2, 60, 200, true), 0),
+      scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles", csa(2, 8, 64, 16, 16, f8, f8, 0),
+                    scenario(2, 60, 300, true), 0),
       long_prefill_case("swa G2 H4 D192 B32 W700 kv=fp8 prefill 3000",
                         swa(2, 2, 192, 32, 700, f8, 0), 3000, 1024, 0, 1),
   };

@@ -39,18 +39,19 @@ constexpr int hopper_stage_keys() {
   return hopper_stage_regions() * attn::page_tokens();
 }
 
-// Stages in flight: three 48 KB stages at D = 192 (bf16), four below; with
+// Stages in flight: three 48 KB stages at D = 192, four below; with
 // the tile's Q (48 KB at D = 192) and the region lists that stays under
 // Hopper's 227 KB per block, one CTA of 8 warps per SM.
 constexpr int hopper_stages(int head_size) {
   return head_size > 128 ? 3 : 4;
 }
 
-// Shared memory of one CTA at head size D (bf16 K/V). A stage holds its
-// regions one after the other; a region is its 8 keys' K || V rows as
-// 128-byte swizzled atoms of 8 keys x 64 values (K's D / 64 atoms, then
-// V's), the wgmma layout of K (K-major) and of V (N-major) alike
-// (common/wgmma_nmajor.cuh). Atoms start on 1024-byte boundaries: the
+// Shared memory of one CTA at head size D (K/V staged as bf16; fp8 pages
+// are widened exactly on the way in). A stage holds its regions one after
+// the other; a region is its 8 keys' K || V rows as 128-byte swizzled
+// atoms of 8 keys x 64 values (K's D / 64 atoms, then V's), the wgmma
+// layout of K (K-major) and of V (N-major) alike
+// (common/wgmma_attention.cuh). Atoms start on 1024-byte boundaries: the
 // kernel aligns the struct (launch with kAlignSlack extra bytes).
 template <int D>
 struct HopperTileSmem {

@@ -49,12 +49,12 @@ __device__ void hopper_stage_q(const PagedAttentionParams& p, int64_t first, int
   attn::cp_async_commit();
 }
 
-// Normalizes (1 / l), gates (sigmoid of the head's gate) and rounds each
-// row once to bf16, staged in shared memory, then stores 16 bytes at a
-// time. Rows in `bad_rows` come out NaN.
+// Normalizes (v_scale / l: fp8 V is staged unscaled), gates (sigmoid of the head's gate) and rounds
+// each row once to bf16, staged in shared memory, then stores 16 bytes at a time. Rows in
+// `bad_rows` come out NaN.
 template <int D, class Smem>
 __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, int count, int g,
-                                  uint32_t bad_rows, HopperState<D>& w, Smem& sm) {
+                                  float v_scale, uint32_t bad_rows, HopperState<D>& w, Smem& sm) {
   constexpr int kHeads = hopper_heads_per_group();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int head = lane / 4, c0 = 2 * (lane % 4);
@@ -66,7 +66,7 @@ __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, 
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int j = w.row[h];
-    float f = 1.0f / l;
+    float f = v_scale / l;
     if (j < count && p.gate != nullptr) {
       f *= attn::sigmoid_of_bf16(p.gate[(first + j) * p.gate_row_stride + g * kHeads + head]);
     }
@@ -90,7 +90,7 @@ __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, 
   }
 }
 
-template <int D>
+template <int D, bool kFp8>
 __global__ void __launch_bounds__(hopper_threads(), 1)
     hopper_tile_attention_kernel(const TileAttentionParams tp) {
   // wgmma exists only on sm_90a: every other device target gets a body
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
 
   HopperState<D> w;
   w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
-  w.scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  w.scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
@@ -151,11 +151,11 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     build_window(p, first, live, base, span, sm);
     const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
     hopper_prepare_list(p, live, length, sm);
-    hopper_run_window<D>(p, kv_head, length, key_lo, key_hi, w, sm);
+    hopper_run_window<D, kFp8>(p, kv_head, length, key_lo, key_hi, w, sm);
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (wanted & ~live) | sm.faulted;
-  hopper_store_tile<D>(p, first, count, g, bad, w, sm);
+  hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, w, sm);
 #endif
 }
 

@@ -14,6 +14,7 @@
 #include "cuda/common/wgmma.cuh"
 #include "cuda/common/wgmma_attention.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
+#include "cuda/tile_attention/hopper_page_copy.cuh"
 #include "cuda/tile_attention/params.h"
 
 namespace step5::cuda::tiled {
@@ -33,22 +34,6 @@ struct HopperState {
   uint32_t rows;    // tile rows of this warpgroup (bit mask)
   uint64_t desc_q;  // wgmma descriptor of the warpgroup's Q, k16 step 0
 };
-
-// Bit of a list entry's row mask (rows use bits 0..15) set when some row's
-// key range starts or ends inside the region, so only stages holding such
-// regions compare key positions (hopper_prepare_list).
-constexpr uint32_t kCutRegion = 1u << 31;
-
-// Token offsets of the list's regions inside their blocks, kept in the
-// page source's row masks once the list is built (they are free then).
-template <class Smem>
-__device__ __forceinline__ int32_t* region_slots(Smem& sm) {
-  return reinterpret_cast<int32_t*>(sm.row_mask);
-}
-template <class Smem>
-__device__ __forceinline__ const int32_t* region_slots(const Smem& sm) {
-  return reinterpret_cast<const int32_t*>(sm.row_mask);
-}
 
 // After compact_window: each list entry's token offset in its block
 // (region_slots) and the kCutRegion bit, so the stage loop neither divides
@@ -70,65 +55,6 @@ __device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live
     if (cut) sm.list_mask[e] |= kCutRegion;
   }
   __syncthreads();
-}
-
-// Buffer of list stage `i`: a ring of Smem::kStages.
-template <class Smem>
-__device__ __forceinline__ unsigned char* hopper_stage(Smem& sm, int32_t i) {
-  return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
-}
-
-// 16 bytes from src + kSrc to shared dst + kDst (immediate offsets), or 16
-// zero bytes when src_bytes is 0.
-template <int kDst, int kSrc>
-__device__ __forceinline__ void cp_async16_at(uint32_t dst, const char* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16, %4;\n" ::"r"(dst), "l"(src),
-               "n"(kDst), "n"(kSrc), "r"(src_bytes)
-               : "memory");
-}
-
-// Pass P of a lane's copies (hopper_issue_stage): chunk 4 P + l % 4 of its
-// key's row, in atom P / 2 at the even or odd pass's swizzled position.
-template <class Smem, int... P>
-__device__ __forceinline__ void copy_row_chunks(uint32_t dst_even, uint32_t dst_odd,
-                                                const char* src, int src_bytes,
-                                                std::integer_sequence<int, P...>) {
-  (cp_async16_at<(P / 2) * Smem::kAtomBytes, P * 64>(P % 2 != 0 ? dst_odd : dst_even, src,
-                                                     src_bytes),
-   ...);
-}
-
-// Issues the copies of list stage `i` and commits them as one group. Warp
-// w copies region 8 i + w: lane l takes key k = l / 4 and, in each of
-// kRowChunks / 4 passes P, chunk c = 4 P + l % 4 of that key's K || V row
-// into its atom (swizzled: at c % 8 ^ k), so one instruction writes 512
-// bytes over all banks evenly and reads 64 contiguous bytes of each of the
-// region's 8 rows. Keys no row of the tile may attend (before the lowest
-// window, past the last row, in blocks outside the cache, past the list)
-// are zero-filled: 0 * NaN in P V would poison a row.
-template <class Smem>
-__device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p,
-                                                   const char* kv_head, int32_t i, int32_t length,
-                                                   int32_t key_lo, int32_t key_hi, Smem& sm) {
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int key = lane / 4;
-  const int32_t e = i * hopper_stage_regions() + warp;
-  bool valid = false;
-  const char* src = kv_head;
-  if (e < length) {
-    const int32_t block = sm.list_block[e];
-    const int32_t kpos = sm.list_region[e] * attn::page_tokens() + key;
-    valid = block >= 0 && kpos >= key_lo && kpos <= key_hi;
-    if (valid) {
-      src += int64_t{block} * p.kv_block_stride +
-             int64_t{region_slots(sm)[e] + key} * p.kv_token_stride + 16 * (lane % 4);
-    }
-  }
-  const uint32_t row = attn::smem_addr(hopper_stage(sm, i)) + warp * Smem::kRegionBytes + key * 128;
-  const int x = (lane % 4) ^ key;
-  copy_row_chunks<Smem>(row + 16 * x, row + 16 * (x ^ 4), src, valid ? 16 : 0,
-                        std::make_integer_sequence<int, Smem::kRowChunks / 4>{});
-  attn::cp_async_commit();
 }
 
 // A descriptor `bytes` further on (the start address field, in 16-byte
@@ -252,9 +178,10 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
 // first runs S, softmax and P V of stage i in step i; the second runs the
 // P V of stage i - 1 first, then S and softmax of stage i, so each one's
 // softmax overlaps the other's MMAs. A stage's buffer therefore lives two
-// steps: copies run S - 2 stages ahead. A warpgroup skips a stage none of
-// its rows attend.
-template <int D, class Smem>
+// steps: copies run S - 2 stages ahead (fp8: loaded into registers at the
+// step's start, widened into the buffer at its end). A warpgroup skips a
+// stage none of its rows attend.
+template <int D, bool kFp8, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
                                   Smem& sm) {
@@ -263,9 +190,15 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
   static_assert(S >= 3, "a stage is read for two steps while the next one is copied");
   const int32_t stages = (length + R - 1) / R;
   const bool lagging = static_cast<int>(threadIdx.x) >= 128;
+  Fp8StageRows<Smem> rows;
 #pragma unroll 1
   for (int32_t k = 0; k < S - 2; ++k) {
-    if (k < stages) {
+    if constexpr (kFp8) {
+      if (k < stages) {
+        hopper_load_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm, rows);
+        hopper_store_stage_fp8(k, rows, sm);
+      }
+    } else if (k < stages) {
       hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
     } else {
       attn::cp_async_commit();
@@ -279,33 +212,44 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     // shared memory; the fence makes them visible to wgmma (the async
     // proxy), the barrier everyone's. The barrier also ends every read of
     // stage i - 2, whose buffer the next copies take.
-    attn::cp_async_wait<S - 3>();
+    if constexpr (kFp8) {
+      attn::cp_async_wait<0>();  // Q
+    } else {
+      attn::cp_async_wait<S - 3>();
+    }
     wgmma::fence_proxy_async_smem();
     __syncthreads();
     const int32_t ahead = i + S - 2;
-    if (ahead < stages) {
+    if constexpr (kFp8) {
+      if (ahead < stages)
+        hopper_load_stage_fp8(p, kv_head, ahead, length, key_lo, key_hi, sm, rows);
+    } else if (ahead < stages) {
       hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
     } else {
       attn::cp_async_commit();
     }
     if (lagging && pending) hopper_pv<D>(sm, i - 1, pa, w);
     pending = false;
-    if (i == stages) break;
-    uint32_t mask[R];
-    uint32_t attended = 0;
+    if (i < stages) {
+      uint32_t mask[R];
+      uint32_t attended = 0;
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int32_t e = i * R + r;
-      mask[r] = e < length ? sm.list_mask[e] : 0u;
-      attended |= mask[r];
-    }
-    if ((attended & w.rows) != 0) {
-      hopper_scores<D>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
-      if (lagging) {
-        pending = true;
-      } else {
-        hopper_pv<D>(sm, i, pa, w);
+      for (int r = 0; r < R; ++r) {
+        const int32_t e = i * R + r;
+        mask[r] = e < length ? sm.list_mask[e] : 0u;
+        attended |= mask[r];
       }
+      if ((attended & w.rows) != 0) {
+        hopper_scores<D>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+        if (lagging) {
+          pending = true;
+        } else {
+          hopper_pv<D>(sm, i, pa, w);
+        }
+      }
+    }
+    if constexpr (kFp8) {
+      if (ahead < stages) hopper_store_stage_fp8(ahead, rows, sm);
     }
   }
   attn::cp_async_wait<0>();

@@ -30,11 +30,11 @@ void launch_variant(const TileAttentionParams& p, cudaStream_t stream) {
   check_launch("tile_attention_kernel");
 }
 
-// The sm_90a kernel: one instance per D (bf16, CSA and SWA alike: the
-// page source reads the layer kind from the params).
-template <int D>
+// The sm_90a kernel: one instance per (D, kv dtype), CSA and SWA alike
+// (the page source reads the layer kind from the params).
+template <int D, bool kFp8>
 void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
-  auto* kernel = &hopper_tile_attention_kernel<D>;
+  auto* kernel = &hopper_tile_attention_kernel<D, kFp8>;
   allow_max_smem(kernel);
   const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
   constexpr size_t smem = sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
@@ -45,7 +45,11 @@ void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
 template <int D>
 void run_tiles(const TileAttentionParams& p, cudaStream_t stream) {
   if (p.wgmma) {
-    launch_wgmma<D>(p, stream);
+    if (p.attn.kv_dtype == DType::fp8_e4m3) {
+      launch_wgmma<D, true>(p, stream);
+    } else {
+      launch_wgmma<D, false>(p, stream);
+    }
     return;
   }
   const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;

@@ -39,8 +39,9 @@ size_t wgmma_smem_bytes(int head_size) {
 bool tile_attention_wgmma_supports(const LayerConfig& config, size_t max_smem) {
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) return false;
   const int hpg = config.num_heads / config.num_kv_heads;
-  return hpg == tiled::hopper_heads_per_group() && config.kv_dtype == DType::bf16 &&
-         compiled_head_size(config.head_size) && wgmma_smem_bytes(config.head_size) <= max_smem;
+  const bool kv_ok = config.kv_dtype == DType::bf16 || config.kv_dtype == DType::fp8_e4m3;
+  return hpg == tiled::hopper_heads_per_group() && kv_ok && compiled_head_size(config.head_size) &&
+         wgmma_smem_bytes(config.head_size) <= max_smem;
 }
 
 bool tile_attention_supports(const LayerConfig& config, size_t max_smem) {
@@ -79,10 +80,8 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
   require(int64_t{p.num_tiles} * a.num_kv_heads < (int64_t{1} << 31), ErrorCode::unsupported,
           "tile attention: tiles * G expected < 2^31 CTAs, got ",
           int64_t{p.num_tiles} * a.num_kv_heads);
-  require(!p.wgmma || (hpg == tiled::hopper_heads_per_group() && a.kv_dtype == DType::bf16),
-          ErrorCode::unsupported,
-          "tile attention (wgmma): expected H/G = 8 and bf16 KV, got H/G = ", hpg, ", kv dtype ",
-          dtype_name(a.kv_dtype));
+  require(!p.wgmma || hpg == tiled::hopper_heads_per_group(), ErrorCode::unsupported,
+          "tile attention (wgmma): expected H/G = 8, got ", hpg);
   if (p.num_tiles == 0) return;
   switch (a.head_size) {
     case 64: tiled::run_tiles<64>(p, stream); break;

@@ -35,7 +35,7 @@ struct TileAttentionParams {
   const int32_t* tiles = nullptr;  // i32 [num_tiles, 2] device; not null when num_tiles > 0:
                                    // first step row, row count (1..16), rows of one request
   int32_t num_tiles = 0;
-  // The sm_90a kernel (hopper_kernel.cuh: wgmma, bf16 KV, H/G = 8) instead
+  // The sm_90a kernel (hopper_kernel.cuh: wgmma, H/G = 8) instead
   // of the mma.sync one; the schedule's choice (LayerSchedule::tile_wgmma).
   bool wgmma = false;
 };
@@ -44,7 +44,7 @@ struct TileAttentionParams {
 // compiled set) within `max_smem` bytes of shared memory per block.
 bool tile_attention_supports(const LayerConfig& config, size_t max_smem);
 
-// Whether the sm_90a (wgmma) tile kernel serves the layer: bf16 KV, H/G = 8,
+// Whether the sm_90a (wgmma) tile kernel serves the layer: H/G = 8,
 // D in the compiled set, within `max_smem` bytes per block. Only the
 // Hopper kernel path may run it.
 bool tile_attention_wgmma_supports(const LayerConfig& config, size_t max_smem);
