@@ -4,15 +4,17 @@
 // so the choice is unit tested without a GPU (tests/arch_test.cpp).
 //
 // What needs what:
-//   - every kernel but the tensor-core indexer uses sm_80 features only
+//   - every kernel but the tensor-core indexer and the wgmma tile
+//     attention uses sm_80 features only
 //     (mma.sync m16n8k16 bf16/f16, ldmatrix, cp.async; the e4m3 and bf16x2
 //     instructions of sm_89/sm_90 have sm_80 fallbacks in numerics.cuh), so
 //     the compute_80 PTX of the build runs them on any GPU of compute
 //     capability >= 8.0 after a JIT, and the sm_90a SASS on Hopper;
-//   - the tensor-core indexer is wgmma, sm_90a only (no other GPU has it:
-//     Blackwell's tensor cores are tcgen05, docs/blackwell.md), so it runs
-//     only on compute capability 9.0 from the build's sm_90a SASS. Elsewhere
-//     its body is a trap that the schedule never launches.
+//   - the tensor-core indexer and the wgmma tile attention are sm_90a only
+//     (no other GPU has wgmma: Blackwell's tensor cores are tcgen05,
+//     docs/blackwell.md), so they run only on compute capability 9.0 from
+//     the build's sm_90a SASS. Elsewhere their bodies are a trap that the
+//     schedule never launches.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@
 namespace step5::cuda {
 
 enum class KernelPath : uint8_t {
-  hopper,    // the sm_90a kernels where they exist (the tensor-core indexer)
+  hopper,    // the sm_90a kernels where they exist (tensor-core indexer, wgmma tiles)
   portable,  // sm_80-level kernels only (the indexer's generic fp32 path)
 };
 
