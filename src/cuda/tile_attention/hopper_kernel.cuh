@@ -135,24 +135,11 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
                                Smem::kQGroupBytes);
 
-  // Keys no row attends are never read (as in the mma.sync kernel).
-  int32_t key_lo = INT32_MAX, key_hi = -1;
-  for (int j = 0; j < tile_rows(); ++j) {
-    if (((live >> j) & 1u) == 0) continue;
-    key_lo = min(key_lo, sm.row_low[j]);
-    key_hi = max(key_hi, sm.row_position[j]);
-  }
-  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
-  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-#pragma unroll 1
-  for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {
-    const int span = window_span(base, region_hi);
-    build_window(p, first, live, base, span, sm);
-    const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
+  for_each_window(p, first, live, request, sm, [&](int32_t length, int32_t key_lo, int32_t key_hi) {
     hopper_prepare_list(p, live, length, sm);
     hopper_run_window<D, kFp8>(p, kv_head, length, key_lo, key_hi, w, sm);
-  }
+  });
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (wanted & ~live) | sm.faulted;
   hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, w, sm);

@@ -88,25 +88,10 @@ __global__ void __launch_bounds__(max_heads_per_group() * 32)
     }
   }
 
-  // Keys no row attends are never read: below the lowest window (0 for
-  // CSA rows), above the last row; so are regions outside [region_lo,
-  // region_hi].
-  int32_t key_lo = INT32_MAX, key_hi = -1;
-  for (int j = 0; j < tile_rows(); ++j) {
-    if (((live >> j) & 1u) == 0) continue;
-    key_lo = min(key_lo, sm.row_low[j]);
-    key_hi = max(key_hi, sm.row_position[j]);
-  }
-  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
-  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-#pragma unroll 1
-  for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {
-    const int span = window_span(base, region_hi);
-    build_window(p, first, live, base, span, sm);
-    const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
+  for_each_window(p, first, live, request, sm, [&](int32_t length, int32_t key_lo, int32_t key_hi) {
     run_window<T>(p, kv_head, length, key_lo, key_hi, lane, qf, w, sm);
-  }
+  });
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (wanted & ~live) | sm.faulted;
   store_tile<T>(p, first, count, g, hpg, bad, w, sm);

@@ -171,4 +171,30 @@ __device__ int32_t compact_window(const PagedAttentionParams& p, int64_t first, 
   return length;
 }
 
+// Runs the tile's key set window by window: for each window of
+// window_regions() regions between the lowest and highest attended ones,
+// builds and compacts its list and calls run(length, key_lo, key_hi).
+// Keys no row attends are never read: below the lowest window (0 for CSA
+// rows), above the last row; so are regions outside that range.
+template <class Smem, class Run>
+__device__ __forceinline__ void for_each_window(const PagedAttentionParams& p, int64_t first,
+                                                uint32_t live, int32_t request, Smem& sm,
+                                                Run&& run) {
+  int32_t key_lo = INT32_MAX, key_hi = -1;
+  for (int j = 0; j < tile_rows(); ++j) {
+    if (((live >> j) & 1u) == 0) continue;
+    key_lo = min(key_lo, sm.row_low[j]);
+    key_hi = max(key_hi, sm.row_position[j]);
+  }
+  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
+  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
+#pragma unroll 1
+  for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {
+    const int span = window_span(base, region_hi);
+    build_window(p, first, live, base, span, sm);
+    const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
+    run(length, key_lo, key_hi);
+  }
+}
+
 }  // namespace step5::cuda::tiled
