@@ -30,6 +30,13 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lbo,
   return desc;
 }
 
+// A descriptor `bytes` further on (the start address field, in 16-byte
+// units, never carries: shared addresses stay below 256 KB).
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xffffffff00000000ull) | lo;
+}
+
 // d (+)= A * B for one k16 step, A and B both K-major in shared memory,
 // bf16, d[N / 2]; scale_d = 0 starts a fresh accumulation.
 template <int N>

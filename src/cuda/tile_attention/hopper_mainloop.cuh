@@ -1,14 +1,13 @@
 // Mainloop of the Hopper tile attention kernel: the window's region list
-// streamed through a cp.async pipeline shared by the CTA (each warp copies
-// one region of a stage), and per consumer warpgroup S = Q K^T and O += P V
-// on wgmma with an fp32 online softmax in between. sm_90a only.
+// streamed through stage buffers shared by the CTA (hopper_page_copy.cuh:
+// each warp copies one region of a stage), and per warpgroup S = Q K^T and
+// O += P V on wgmma with an fp32 online softmax in between. sm_90a only.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
-#include <utility>
 
 #include "cuda/attention/ptx.cuh"
 #include "cuda/common/wgmma.cuh"
@@ -57,13 +56,6 @@ __device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live
   __syncthreads();
 }
 
-// A descriptor `bytes` further on (the start address field, in 16-byte
-// units, never carries: shared addresses stay below 256 KB).
-__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
-  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
-  return (desc & 0xffffffff00000000ull) | lo;
-}
-
 // How far a row's running maximum may stay below its true maximum (log2
 // units): P values then reach 2^8 at most, exact in fp32 and in bf16's
 // range, and O and l are rescaled only when a maximum grows by more.
@@ -94,8 +86,8 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t k_offset = (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32;
-    wgmma::WgmmaSs<R * 8>::mma(s, desc_advance(w.desc_q, k_offset), desc_advance(desc_k, k_offset),
-                               kk > 0 ? 1 : 0);
+    wgmma::WgmmaSs<R * 8>::mma(s, wgmma::desc_advance(w.desc_q, k_offset),
+                               wgmma::desc_advance(desc_k, k_offset), kk > 0 ? 1 : 0);
   }
   wgmma::commit_group();
   const uint32_t row_bit[2] = {1u << w.row[0], 1u << w.row[1]};
@@ -167,7 +159,8 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
   wgmma::fence();
 #pragma unroll
   for (int k = 0; k < hopper_stage_regions() / 2; ++k) {
-    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k], desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
+    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k],
+                                 wgmma::desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
   }
   wgmma::commit_group();
   wgmma::wait_group<0>();
