@@ -108,14 +108,9 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   const PagedAttentionParams& p = tp.attn;
   const int tid = static_cast<int>(threadIdx.x);
   const int warpgroup = tid / 128, warp = (tid % 128) / 32;
-  const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
-  const int g = static_cast<int>(blockIdx.x) % p.num_kv_heads;
-  const int64_t first = __ldg(tp.tiles + 2 * tile);
-  const int count = __ldg(tp.tiles + 2 * tile + 1);
-
-  int32_t request = 0;
-  const uint32_t live = load_tile_rows(p, first, count, sm, request);
-  const uint32_t wanted = (1u << count) - 1u;  // count <= tile_rows() = 16
+  const TileStart t = start_tile(tp, sm);
+  const int g = t.g, count = t.count;
+  const int64_t first = t.first;
 
   HopperState<D> w;
   w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
@@ -136,12 +131,13 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
                                Smem::kQGroupBytes);
 
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-  for_each_window(p, first, live, request, sm, [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-    hopper_prepare_list(p, live, length, sm);
-    hopper_run_window<D, kFp8>(p, kv_head, length, key_lo, key_hi, w, sm);
-  });
+  for_each_window(p, first, t.live, t.request, sm,
+                  [&](int32_t length, int32_t key_lo, int32_t key_hi) {
+                    hopper_prepare_list(p, t.live, length, sm);
+                    hopper_run_window<D, kFp8>(p, kv_head, length, key_lo, key_hi, w, sm);
+                  });
   __syncthreads();  // sm.faulted complete; stage buffers free
-  const uint32_t bad = (wanted & ~live) | sm.faulted;
+  const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;
   hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, w, sm);
 #endif
 }

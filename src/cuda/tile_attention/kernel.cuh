@@ -54,14 +54,9 @@ __global__ void __launch_bounds__(max_heads_per_group() * 32)
   const PagedAttentionParams& p = tp.attn;
   const int hpg = p.num_heads / p.num_kv_heads;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
-  const int g = static_cast<int>(blockIdx.x) % p.num_kv_heads;
-  const int64_t first = __ldg(tp.tiles + 2 * tile);
-  const int count = __ldg(tp.tiles + 2 * tile + 1);
-
-  int32_t request = 0;
-  const uint32_t live = load_tile_rows(p, first, count, sm, request);
-  const uint32_t wanted = (1u << count) - 1u;  // count <= tile_rows() = 16
+  const TileStart t = start_tile(tp, sm);
+  const int g = t.g, count = t.count;
+  const int64_t first = t.first;
 
   uint32_t qf[D / 16][4];
   load_tile_q<T>(p, first, count, g, hpg, warp, lane, qf);
@@ -89,11 +84,12 @@ __global__ void __launch_bounds__(max_heads_per_group() * 32)
   }
 
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-  for_each_window(p, first, live, request, sm, [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-    run_window<T>(p, kv_head, length, key_lo, key_hi, lane, qf, w, sm);
-  });
+  for_each_window(p, first, t.live, t.request, sm,
+                  [&](int32_t length, int32_t key_lo, int32_t key_hi) {
+                    run_window<T>(p, kv_head, length, key_lo, key_hi, lane, qf, w, sm);
+                  });
   __syncthreads();  // sm.faulted complete; stage buffers free
-  const uint32_t bad = (wanted & ~live) | sm.faulted;
+  const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;
   store_tile<T>(p, first, count, g, hpg, bad, w, sm);
 }
 

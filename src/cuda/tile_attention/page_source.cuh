@@ -53,6 +53,31 @@ __device__ uint32_t load_tile_rows(const PagedAttentionParams& p, int64_t first,
   return live;
 }
 
+// What a tile attention CTA starts from: its tile (of tp.tiles), KV group
+// and rows (load_tile_rows), read by all its threads.
+struct TileStart {
+  int g;            // KV group
+  int64_t first;    // first step row of the tile
+  int count;        // rows of the tile (1..16)
+  int32_t request;  // their request
+  uint32_t live;    // rows that attend anything
+  uint32_t wanted;  // rows of the tile (count <= tile_rows() = 16)
+};
+
+template <class Smem>
+__device__ __forceinline__ TileStart start_tile(const TileAttentionParams& tp, Smem& sm) {
+  const PagedAttentionParams& p = tp.attn;
+  TileStart t;
+  const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
+  t.g = static_cast<int>(blockIdx.x) % p.num_kv_heads;
+  t.first = __ldg(tp.tiles + 2 * tile);
+  t.count = __ldg(tp.tiles + 2 * tile + 1);
+  t.request = 0;
+  t.live = load_tile_rows(p, t.first, t.count, sm, t.request);
+  t.wanted = (1u << t.count) - 1u;
+  return t;
+}
+
 // Regions of the window that starts at `base` when the last attended region
 // is `last`, rounded up to whole passes of the CTA's threads (the
 // compaction's ballots need every lane).
