@@ -97,13 +97,15 @@ bool tile_wgmma(const DeviceInfo& device, const LayerConfig& c) {
          tile_attention_wgmma_supports(c, device.max_smem_per_block);
 }
 
-// Whether the plan's row tiles go to the tile kernel for this layer.
-bool tiled_attention(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
+// Whether the plan's row tiles go to the tile kernel for this layer
+// (`wgmma`: the one that would run them).
+bool tiled_attention(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c,
+                     bool wgmma) {
   if (plan.row_tiles.empty() || !tile_attention_supports(c, device.max_smem_per_block)) {
     return false;
   }
   if (plan.tile_attention == TileAttention::always || c.kind == LayerKind::swa) return true;
-  return tiled::csa_tiles_pay(plan.max_closed, c.topk, tile_wgmma(device, c));
+  return tiled::csa_tiles_pay(plan.max_closed, c.topk, wgmma);
 }
 
 }  // namespace
@@ -117,8 +119,9 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   s.attention_stages = paged_attention_stages(c, device.max_smem_per_block);
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
   s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
-  s.tiled_attention = tiled_attention(device, plan, c);
-  s.tile_wgmma = s.tiled_attention && tile_wgmma(device, c);
+  const bool wgmma = tile_wgmma(device, c);
+  s.tiled_attention = tiled_attention(device, plan, c, wgmma);
+  s.tile_wgmma = s.tiled_attention && wgmma;
   if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

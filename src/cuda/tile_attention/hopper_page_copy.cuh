@@ -38,6 +38,10 @@ template <class Smem>
 __device__ __forceinline__ unsigned char* hopper_stage(Smem& sm, int32_t i) {
   return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
 }
+template <class Smem>
+__device__ __forceinline__ const unsigned char* hopper_stage(const Smem& sm, int32_t i) {
+  return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
+}
 
 // The source row of lane l's key (l / 4) in region 8 i + w of the list,
 // offset by 16 (l % 4) bytes, and whether the key is read (else its atoms

@@ -36,14 +36,6 @@ size_t wgmma_smem_bytes(int head_size) {
 
 }  // namespace
 
-bool tile_attention_wgmma_supports(const LayerConfig& config, size_t max_smem) {
-  if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) return false;
-  const int hpg = config.num_heads / config.num_kv_heads;
-  const bool kv_ok = config.kv_dtype == DType::bf16 || config.kv_dtype == DType::fp8_e4m3;
-  return hpg == tiled::hopper_heads_per_group() && kv_ok && compiled_head_size(config.head_size) &&
-         wgmma_smem_bytes(config.head_size) <= max_smem;
-}
-
 bool tile_attention_supports(const LayerConfig& config, size_t max_smem) {
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) return false;
   const int hpg = config.num_heads / config.num_kv_heads;
@@ -52,6 +44,13 @@ bool tile_attention_supports(const LayerConfig& config, size_t max_smem) {
   const bool heads_ok = hpg <= tiled::max_heads_per_group() && 16 % hpg == 0;
   if (!heads_ok || !compiled_head_size(config.head_size)) return false;
   return smem_bytes(config.head_size, config.kv_dtype == DType::fp8_e4m3) <= max_smem;
+}
+
+// A subset of the layers the mma.sync kernel serves.
+bool tile_attention_wgmma_supports(const LayerConfig& config, size_t max_smem) {
+  return tile_attention_supports(config, max_smem) &&
+         config.num_heads / config.num_kv_heads == tiled::hopper_heads_per_group() &&
+         wgmma_smem_bytes(config.head_size) <= max_smem;
 }
 
 void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
