@@ -310,7 +310,7 @@ std::string today() {
 
 int run_bench(int argc, char** argv) {
   std::string json_path, max_seconds_text, filter, tiles_text = "auto";
-  bool quick = false, check_only = false, no_check = false;
+  bool quick = false, check_only = false, no_check = false, portable = false;
   std::vector<std::string> positional;
   std::string error;
   if (!parse_args(argc, argv,
@@ -320,7 +320,8 @@ int run_bench(int argc, char** argv) {
                    {"json", &json_path, nullptr},
                    {"filter", &filter, nullptr},
                    {"max-seconds", &max_seconds_text, nullptr},
-                   {"tiles", &tiles_text, nullptr}},
+                   {"tiles", &tiles_text, nullptr},
+                   {"portable", nullptr, &portable}},
                   positional, error) ||
       !positional.empty()) {
     print_error("bench", error.empty() ? "takes no positional arguments" : error);
@@ -342,11 +343,13 @@ int run_bench(int argc, char** argv) {
   }
   try {
     auto cpu = make_backend(BackendKind::cpu);
-    auto gpu = make_backend(BackendKind::cuda);
+    BackendOptions options;
+    options.cuda_kernels = portable ? CudaKernels::portable : CudaKernels::automatic;
+    auto gpu = make_backend(BackendKind::cuda, options);
     cudaDeviceProp prop{};
     STEP5_TOOL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::cout << "step5attn bench on " << prop.name << " (" << prop.multiProcessorCount
-              << " SMs)\n";
+              << " SMs)" << (portable ? ", portable kernels" : "") << "\n";
     std::string checks;
     if (!no_check) {
       std::cout << "phase 1: cuda attention vs cpu backend\n";

@@ -214,6 +214,10 @@ std::vector<Case> cases() {
                     scenario(2, 60, 200, true), 0),
       scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles", csa(2, 8, 64, 16, 16, f8, f8, 0),
                     scenario(2, 60, 300, true), 0),
+      // fp8 decode rows of H/G = 8, split across CTAs; small enough for the
+      // sanitizers (--tiny).
+      decode_case("swa G1 H8 D128 B16 W400 kv=fp8 decode", swa(1, 8, 128, 16, 400, f8, 0),
+                  {1000, 7}, true, 0),
       long_prefill_case("swa G2 H4 D192 B32 W700 kv=fp8 prefill 3000",
                         swa(2, 2, 192, 32, 700, f8, 0), 3000, 1024, 0, 1),
   };

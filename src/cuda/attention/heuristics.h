@@ -81,9 +81,10 @@ constexpr int smem_row_pitch(int row_bytes) {
   return row_bytes + 16;
 }
 
-// Split-KV: aim for two CTAs per SM (2 fit: shared memory), since a decode
-// step has only rows * G (row, group) pairs, e.g. 8 for one request, and
-// each CTA would otherwise stream 513 pages on one SM.
+// Split-KV fills the GPU's resident CTA slots, two CTAs per SM (shared
+// memory, K <= 512), since a decode step has only rows * G (row, group)
+// pairs, e.g. 8 for one request, and each CTA would otherwise stream 513
+// pages on one SM.
 constexpr int64_t target_ctas(int sm_count) {
   return 2 * int64_t{sm_count};
 }
@@ -98,17 +99,41 @@ constexpr int max_splits() {
 }
 
 // Splits for `rows` rows of `groups` KV heads whose page lists hold at most
-// `max_pages` pages, on a GPU of `sm_count` SMs. Depends only on shapes,
-// never on the step's contexts, so scratch is sized at plan time and CUDA
-// graphs replay unchanged.
+// `max_pages` pages, on a GPU of `sm_count` SMs: the fewest whose CTAs fill
+// their waves of target_ctas() slots at least 9/10 as well as the best
+// count up to the useful limit does. Fewer splits mean fewer list
+// compactions, block lookups and partials per row, and nothing to combine
+// at one split; equal-length CTAs finish in waves, so a count that leaves
+// the last wave mostly empty costs a whole wave. E.g. 256 (row, group)
+// pairs on 132 SMs: two splits ran as two waves of 264 CTAs, one split runs
+// as one (CSA decode 128K b32 attention 0.229 -> 0.217-0.221 ms bf16,
+// 0.157 -> 0.133 ms fp8; benchmarks.md, seventh session). Depends only on
+// shapes, never on the step's contexts, so scratch is sized at plan time
+// and CUDA graphs replay unchanged.
 constexpr int num_splits(int64_t rows, int groups, int64_t max_pages, int sm_count) {
-  const int64_t ctas = std::max<int64_t>(1, rows * groups);
-  if (ctas >= target_ctas(sm_count)) return 1;
-  const int64_t want = (target_ctas(sm_count) + ctas - 1) / ctas;
+  const int64_t pairs = std::max<int64_t>(1, rows * groups);
+  const int64_t slots = target_ctas(sm_count);
+  if (pairs >= slots) return 1;
   const int64_t useful =
       std::max<int64_t>(1, (max_pages + min_pages_per_split() - 1) / min_pages_per_split());
-  return static_cast<int>(std::min<int64_t>({want, useful, max_splits()}));
+  const int64_t most = std::min<int64_t>(useful, max_splits());
+  // Fill of s splits: pairs * s / (waves(s) * slots), compared by cross
+  // multiplication to stay in integers.
+  auto waves = [&](int64_t s) { return (pairs * s + slots - 1) / slots; };
+  int64_t best = 1;
+  for (int64_t s = 2; s <= most; ++s) {
+    if (s * waves(best) > best * waves(s)) best = s;
+  }
+  for (int64_t s = 1; s < best; ++s) {
+    if (10 * s * waves(best) >= 9 * best * waves(s)) return static_cast<int>(s);
+  }
+  return static_cast<int>(best);
 }
+static_assert(num_splits(32, 8, 513, 132) == 1, "256 pairs fill one wave of 264");
+static_assert(num_splits(16, 8, 513, 132) == 2, "128 pairs: two splits fill one wave");
+static_assert(num_splits(8, 8, 513, 132) == 4, "64 pairs: four splits, not five (two waves)");
+static_assert(num_splits(1, 8, 513, 132) == 30, "8 pairs: 240 of 264 slots");
+static_assert(num_splits(1, 8, 9, 132) == 2, "no more splits than useful");
 
 // Block ids of a split's pages kept in shared memory (4 bytes each): every
 // CSA split (K <= 4096) and SWA windows up to 16K tokens; wider windows
