@@ -280,7 +280,6 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.num_groups = config.num_kv_heads;
   p.topk = config.topk;
   p.columns = scores.present() ? columns : 0;
-  p.list_capacity = select_list_capacity(p.columns);
   p.guard.status = status;
   return p;
 }

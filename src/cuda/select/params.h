@@ -19,9 +19,8 @@ struct SelectParams {
   int64_t scores_stride_t = 0;    // elements
   int64_t scores_stride_g = 0;
   int32_t columns = 0;                // score columns written (0 when scores is null); a row
-                                      // with more closed regions is a fault (beyond the plan)
-  int32_t list_capacity = 0;          // (key, index) entries of the kernel's shared list:
-                                      // select_list_capacity(columns)
+                                      // with more closed regions is a fault (beyond the plan);
+                                      // sizes the kernel's list (select_list_capacity)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null

@@ -12,7 +12,7 @@ template <int kThreads>
 void launch_with(const SelectParams& params, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(params.num_groups));
   auto* kernel = select_kernel<kThreads>;
-  const size_t smem = static_cast<size_t>(params.list_capacity) * 8u;
+  const size_t smem = static_cast<size_t>(select_list_capacity(params.columns)) * 8u;
   allow_max_smem(kernel);
   kernel<<<grid, kThreads, smem, stream>>>(params);
   check_launch("select_kernel");
@@ -24,10 +24,6 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   detail::require(params.num_groups <= kMaxGridY, ErrorCode::unsupported,
                   "cuda backend select: num_kv_heads expected <= ", kMaxGridY, ", got ",
                   params.num_groups);
-  detail::require(params.list_capacity == select_list_capacity(params.columns),
-                  ErrorCode::invalid_argument, "cuda backend select: list capacity expected ",
-                  select_list_capacity(params.columns), " for ", params.columns, " columns, got ",
-                  params.list_capacity);
   // The one switch from the plan's score columns to an instance.
   if (params.columns <= select_short_columns()) {
     launch_with<select_short_threads()>(params, stream);

@@ -28,7 +28,7 @@
 namespace step5::cuda {
 
 // Smem of the select kernel beyond its static part: the kept list,
-// p.list_capacity keys, then as many indices.
+// select_list_capacity(p.columns) keys, then as many indices.
 
 // Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
 // key 0 with valid = false).
@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   __shared__ Shared sh;
   extern __shared__ __align__(16) unsigned char list_raw[];
   uint32_t* const list_key = reinterpret_cast<uint32_t*>(list_raw);
-  int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + p.list_capacity;
+  const int32_t capacity = select_list_capacity(p.columns);
+  int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
 
   uint32_t kth;
   int32_t entries = 0;
-  if (kept <= static_cast<uint32_t>(p.list_capacity)) {
+  if (kept <= static_cast<uint32_t>(capacity)) {
     // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
     // with a key >= the bin's floor.
     const uint32_t floor_key = select_bin_floor(threshold, best);
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
     carry_gt += total >> 16;
     carry_eq += total & 0xffffu;
   };
-  if (kept <= static_cast<uint32_t>(p.list_capacity)) {
+  if (kept <= static_cast<uint32_t>(capacity)) {
     for (int32_t base = 0; base < entries; base += kThreads) {
       const int32_t i = base + static_cast<int32_t>(threadIdx.x);
       const bool valid = i < entries;
