@@ -44,7 +44,26 @@ struct Case {
   // Decode cases: zero index weights, so every score is 0 and selection is
   // decided by ties alone (lowest regions first).
   bool tied_scores = false;
+  // Scenario cases: one element of every query head scaled by 2^-60, so no
+  // head is exact in f16 at any scale and the fp8 attention kernels that
+  // stage Q as scaled f16 must take their bf16 path.
+  bool wide_queries = false;
 };
+
+// One element of every [D] query head times 2^-60 (still a normal bf16).
+void widen_query_range(const LayerConfig& c, std::vector<uint16_t>& query) {
+  const auto D = static_cast<size_t>(c.head_size);
+  for (size_t h = 0; h < query.size() / D; ++h) {
+    uint16_t& x = query[h * D + h % D];
+    x = float_to_bf16(bf16_to_float(x) * 0x1p-60f);
+  }
+}
+
+Case wide_query_case(Case k) {
+  k.name += " wide-range queries";
+  k.wide_queries = true;
+  return k;
+}
 
 // A byte as 0x.. for messages.
 std::string hex(uint8_t byte) {
@@ -214,6 +233,12 @@ std::vector<Case> cases() {
                     scenario(2, 60, 200, true), 0),
       scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles", csa(2, 8, 64, 16, 16, f8, f8, 0),
                     scenario(2, 60, 300, true), 0),
+      wide_query_case(scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles",
+                                    csa(2, 8, 64, 16, 16, f8, f8, 0), scenario(2, 60, 300, true),
+                                    0)),
+      wide_query_case(scenario_case("swa G8 H64 D192 B16 W128 kv=fp8",
+                                    swa(8, 8, 192, 16, 128, f8, 0), scenario(2, 100, 400, true),
+                                    1)),
       // fp8 decode rows of H/G = 8, split across CTAs; small enough for the
       // sanitizers (--tiny).
       decode_case("swa G1 H8 D128 B16 W400 kv=fp8 decode", swa(1, 8, 128, 16, 400, f8, 0),
@@ -250,7 +275,8 @@ void run_scenario_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally)
   opt.tile_attention = k.tiles;
   sim::LayerSession a(cpu, k.config, opt), b(cuda, k.config, opt);
   for (int i = 0; !sc.done(); ++i) {
-    const sim::ScenarioStep step = sc.next();
+    sim::ScenarioStep step = sc.next();
+    if (k.wide_queries) widen_query_range(k.config, step.input.query);
     if (!run_pair(a, b, step.input, concat(k.name, " step ", i, " (", step.label, ")"), k.config,
                   tally)) {
       return;

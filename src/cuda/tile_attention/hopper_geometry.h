@@ -82,6 +82,7 @@ struct HopperTileSmem {
   int32_t row_position[tile_rows()];
   int32_t row_low[tile_rows()];
   int32_t warp_count[hopper_threads() / 32];
+  float q_scale[tile_rows()][hopper_heads_per_group()];  // fp8: 2^-shift of Q staged as f16
   int32_t request;
   uint32_t faulted;
 

@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/attention/epilogue.cuh"
 #include "cuda/attention/ptx.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/hopper_mainloop.cuh"
 #include "cuda/tile_attention/page_source.cuh"
@@ -47,6 +49,53 @@ __device__ void hopper_stage_q(const PagedAttentionParams& p, int64_t first, int
     }
   }
   attn::cp_async_commit();
+}
+
+// fp8 pages widen to f16 in one instruction per pair, to bf16 in five: so
+// the tile's Q is staged as f16 when that is exact, each MMA row (tile
+// row, head) scaled by 2^shift to f16's top binade (numerics.cuh; q_scale
+// keeps 2^-shift). Call after Q has landed and a barrier; returns, the
+// same in every thread, whether Q is now f16 (else it stays bf16,
+// untouched). Two threads per row.
+template <int D, class Smem>
+__device__ bool hopper_q_to_f16(Smem& sm) {
+  constexpr int kHeads = hopper_heads_per_group();
+  constexpr int kChunks = D / 8;  // 16-byte chunks of a Q row
+  static_assert(hopper_threads() == 2 * tile_rows() * kHeads, "two threads per Q row");
+  const int row = static_cast<int>(threadIdx.x) / 2, part = static_cast<int>(threadIdx.x) % 2;
+  const int j = row / kHeads, h = row % kHeads;
+  unsigned char* base = sm.q + (j / hopper_rows_per_warpgroup()) * Smem::kQWarpgroupBytes +
+                        (j % hopper_rows_per_warpgroup()) * Smem::kQGroupBytes + h * 128;
+  auto chunk = [&](int c) {
+    return reinterpret_cast<uint4*>(base + (c / 8) * Smem::kAtomBytes + (((c % 8) ^ h) * 16));
+  };
+  int top = 0;
+  for (int c = part; c < kChunks; c += 2) {
+    const uint4 v = *chunk(c);
+    top = max(top, max(max(max_exponent(v.x), max_exponent(v.y)),
+                       max(max_exponent(v.z), max_exponent(v.w))));
+  }
+  top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
+  const int shift = row_shift(top);
+  bool exact = shift <= 100;
+  for (int c = part; c < kChunks; c += 2) {
+    const uint4 v = *chunk(c);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      exact = exact && f16_exact(w[k] & 0xffffu, top) && f16_exact(w[k] >> 16, top);
+    }
+  }
+  if (__syncthreads_and(exact) == 0) return false;
+  const float scale = pow2f(shift);
+  for (int c = part; c < kChunks; c += 2) {
+    const uint4 v = *chunk(c);
+    *chunk(c) = make_uint4(scaled_f16x2(v.x, scale), scaled_f16x2(v.y, scale),
+                           scaled_f16x2(v.z, scale), scaled_f16x2(v.w, scale));
+  }
+  if (part == 0) sm.q_scale[j][h] = pow2f(-shift);
+  __syncthreads();
+  return true;
 }
 
 // Normalizes (v_scale / l: fp8 V is staged unscaled), gates (sigmoid of the head's gate) and rounds
@@ -107,16 +156,17 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
       *reinterpret_cast<Smem*>(smem_raw + ((1024u - (attn::smem_addr(smem_raw) & 1023u)) & 1023u));
   const PagedAttentionParams& p = tp.attn;
   const int tid = static_cast<int>(threadIdx.x);
-  const int warpgroup = tid / 128, warp = (tid % 128) / 32;
+  const int warpgroup = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const TileStart t = start_tile(tp, sm);
   const int g = t.g, count = t.count;
   const int64_t first = t.first;
 
   HopperState<D> w;
   w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
-  w.scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
+  const float scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    w.scale_log2[h] = scale_log2;
     w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
     w.m[h] = -INFINITY;
     w.l[h] = 0.0f;
@@ -131,11 +181,27 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
                                Smem::kQGroupBytes);
 
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-  for_each_window(p, first, t.live, t.request, sm,
-                  [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-                    hopper_prepare_list(p, t.live, length, sm);
-                    hopper_run_window<D, kFp8>(p, kv_head, length, key_lo, key_hi, w, sm);
-                  });
+  auto run = [&](auto f16) {
+    for_each_window(p, first, t.live, t.request, sm,
+                    [&](int32_t length, int32_t key_lo, int32_t key_hi) {
+                      hopper_prepare_list(p, t.live, length, sm);
+                      hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, key_lo,
+                                                                       key_hi, w, sm);
+                    });
+  };
+  if constexpr (kFp8) {
+    attn::cp_async_wait<0>();  // Q
+    __syncthreads();
+    if (hopper_q_to_f16<D>(sm)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) w.scale_log2[h] *= sm.q_scale[w.row[h]][lane / 4];
+      run(std::true_type{});
+    } else {
+      run(std::false_type{});
+    }
+  } else {
+    run(std::false_type{});
+  }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;
   hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, w, sm);

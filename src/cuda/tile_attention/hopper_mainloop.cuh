@@ -4,6 +4,7 @@
 // O += P V on wgmma with an fp32 online softmax in between. sm_90a only.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -25,8 +26,8 @@ template <int D>
 struct HopperState {
   float acc[D / 2];
   float m[2];
-  float l[2];  // this thread's partial sums; the epilogue adds the row's four threads
-  float scale_log2;
+  float l[2];           // this thread's partial sums; the epilogue adds the row's four threads
+  float scale_log2[2];  // logit scale of each row (Q may be staged as scaled f16)
   int row[2];
   int32_t lo[2];  // attended key positions lo..hi of those rows
   int32_t hi[2];
@@ -61,12 +62,25 @@ __device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live
 // range, and O and l are rescaled only when a maximum grows by more.
 constexpr float kMaxSlack = 8.0f;
 
+// Two probabilities (at most 2^kMaxSlack) as an A-fragment word: bf16, or
+// f16 when kF16 (rounded more finely than bf16 for every p >= 2^-14).
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
+  if constexpr (kF16) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    return attn::pack_bf16x2(lo, hi);
+  }
+}
+
 // S = Q K^T of stage `i` for the warpgroup (N = 64 keys, both operands in
 // shared memory), masked per (row, key) by the regions' row masks and,
 // where a region is cut, the rows' key ranges; one online-softmax update;
-// P into `pa` as bf16 A fragments (k16 step k: S columns 16 k .. 16 k + 15).
+// P into `pa` as A fragments (k16 step k: S columns 16 k .. 16 k + 15),
+// bf16, or f16 when kF16 (Q and the stage are f16: fp8 pages).
 // Every thread of the warpgroup calls it (wgmma is warpgroup-wide).
-template <int D, class Smem>
+template <int D, bool kF16, class Smem>
 __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
                                               const uint32_t (&mask)[hopper_stage_regions()],
                                               bool cut, HopperState<D>& w,
@@ -86,8 +100,8 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     const uint32_t k_offset = (kk / 4) * Smem::kAtomBytes + (kk % 4) * 32;
-    wgmma::WgmmaSs<R * 8>::mma(s, wgmma::desc_advance(w.desc_q, k_offset),
-                               wgmma::desc_advance(desc_k, k_offset), kk > 0 ? 1 : 0);
+    wgmma::WgmmaSs<R * 8, kF16>::mma(s, wgmma::desc_advance(w.desc_q, k_offset),
+                                     wgmma::desc_advance(desc_k, k_offset), kk > 0 ? 1 : 0);
   }
   wgmma::commit_group();
   const uint32_t row_bit[2] = {1u << w.row[0], 1u << w.row[1]};
@@ -118,7 +132,7 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
   for (int h = 0; h < 2; ++h) {
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 1));
     tmax[h] = fmaxf(tmax[h], __shfl_xor_sync(0xffffffffu, tmax[h], 2));
-    const float seen = tmax[h] * w.scale_log2;
+    const float seen = tmax[h] * w.scale_log2[h];
     const bool move = seen > w.m[h] + kMaxSlack;  // true for a first finite score
     const float m_new = move ? seen : w.m[h];
     m_use[h] = m_new == -INFINITY ? 0.0f : m_new;
@@ -138,18 +152,18 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
   for (int r = 0; r < R; ++r) {
 #pragma unroll
     for (int v = 0; v < 4; ++v) {
-      s[4 * r + v] = attn::exp2_ftz(fmaf(s[4 * r + v], w.scale_log2, -m_use[v >> 1]));
+      s[4 * r + v] = attn::exp2_ftz(fmaf(s[4 * r + v], w.scale_log2[v >> 1], -m_use[v >> 1]));
       w.l[v >> 1] += s[4 * r + v];
     }
-    pa[r / 2][2 * (r % 2)] = attn::pack_bf16x2(s[4 * r], s[4 * r + 1]);
-    pa[r / 2][2 * (r % 2) + 1] = attn::pack_bf16x2(s[4 * r + 2], s[4 * r + 3]);
+    pa[r / 2][2 * (r % 2)] = pack_p<kF16>(s[4 * r], s[4 * r + 1]);
+    pa[r / 2][2 * (r % 2) + 1] = pack_p<kF16>(s[4 * r + 2], s[4 * r + 3]);
   }
 }
 
 // O += P V of stage `i` (four k16 steps): V of regions 2 k, 2 k + 1 is
 // N-major, its atoms (64 columns each) after K's, 8-key groups
 // kRegionBytes apart.
-template <int D, class Smem>
+template <int D, bool kF16, class Smem>
 __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
                                           const uint32_t (&pa)[hopper_stage_regions() / 2][4],
                                           HopperState<D>& w) {
@@ -159,8 +173,8 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
   wgmma::fence();
 #pragma unroll
   for (int k = 0; k < hopper_stage_regions() / 2; ++k) {
-    wgmma::WgmmaRsNMajor<D>::mma(w.acc, pa[k],
-                                 wgmma::desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
+    wgmma::WgmmaRsNMajor<D, kF16>::mma(w.acc, pa[k],
+                                       wgmma::desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
   }
   wgmma::commit_group();
   wgmma::wait_group<0>();
@@ -172,9 +186,9 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
 // P V of stage i - 1 first, then S and softmax of stage i, so each one's
 // softmax overlaps the other's MMAs. A stage's buffer therefore lives two
 // steps: copies run S - 2 stages ahead (fp8: loaded into registers at the
-// step's start, widened into the buffer at its end). A warpgroup skips a
-// stage none of its rows attend.
-template <int D, bool kFp8, class Smem>
+// step's start, widened into the buffer at its end, as f16 when kF16). A
+// warpgroup skips a stage none of its rows attend.
+template <int D, bool kFp8, bool kF16, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
                                   Smem& sm) {
@@ -189,7 +203,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     if constexpr (kFp8) {
       if (k < stages) {
         hopper_load_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm, rows);
-        hopper_store_stage_fp8(k, rows, sm);
+        hopper_store_stage_fp8<kF16>(k, rows, sm);
       }
     } else if (k < stages) {
       hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
@@ -221,7 +235,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     } else {
       attn::cp_async_commit();
     }
-    if (lagging && pending) hopper_pv<D>(sm, i - 1, pa, w);
+    if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
     pending = false;
     if (i < stages) {
       uint32_t mask[R];
@@ -233,16 +247,16 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
         attended |= mask[r];
       }
       if ((attended & w.rows) != 0) {
-        hopper_scores<D>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+        hopper_scores<D, kF16>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
         if (lagging) {
           pending = true;
         } else {
-          hopper_pv<D>(sm, i, pa, w);
+          hopper_pv<D, kF16>(sm, i, pa, w);
         }
       }
     }
     if constexpr (kFp8) {
-      if (ahead < stages) hopper_store_stage_fp8(ahead, rows, sm);
+      if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
     }
   }
   attn::cp_async_wait<0>();

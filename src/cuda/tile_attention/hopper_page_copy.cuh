@@ -1,8 +1,8 @@
 // Stage copies of the Hopper tile attention kernel: the regions of a list
 // stage from the paged cache into the stage buffer's swizzled atoms (one
 // region per warp). bf16 pages go by cp.async; fp8 pages are loaded into
-// registers when the stage is issued and widened to bf16 (exact) into the
-// atoms a step later, after the warp's MMAs (hopper_mainloop.cuh).
+// registers when the stage is issued and widened to f16 or bf16 (exact)
+// into the atoms a step later, after the warp's MMAs (hopper_mainloop.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -136,10 +136,11 @@ __device__ __forceinline__ void hopper_load_stage_fp8(const PagedAttentionParams
   }
 }
 
-// Widens the loaded pieces to bf16 (exact) into stage `i`'s atoms: piece
-// 4 P + l % 4 is bf16 chunks 2 (4 P + l % 4) and the next, each at its
-// swizzled position (c % 8 ^ key) in atom c / 8.
-template <class Smem>
+// Widens the loaded pieces to bf16, or to f16 when kF16 (both exact), into
+// stage `i`'s atoms: piece 4 P + l % 4 is 16-bit chunks 2 (4 P + l % 4) and
+// the next, each at its swizzled position (c % 8 ^ key) in atom c / 8. f16
+// takes one conversion per pair, bf16 five (numerics.cuh).
+template <bool kF16, class Smem>
 __device__ __forceinline__ void hopper_store_stage_fp8(int32_t i, const Fp8StageRows<Smem>& rows,
                                                        Smem& sm) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -152,10 +153,17 @@ __device__ __forceinline__ void hopper_store_stage_fp8(int32_t i, const Fp8Stage
     for (int half = 0; half < 2; ++half) {
       const int c = 2 * (4 * k + lane % 4) + half;
       uint4 out;
-      out.x = e4m3x2_to_bf16x2(w[2 * half] & 0xffffu);
-      out.y = e4m3x2_to_bf16x2(w[2 * half] >> 16);
-      out.z = e4m3x2_to_bf16x2(w[2 * half + 1] & 0xffffu);
-      out.w = e4m3x2_to_bf16x2(w[2 * half + 1] >> 16);
+      if constexpr (kF16) {
+        out.x = e4m3x2_to_f16x2(w[2 * half]);
+        out.y = e4m3x2_hi_to_f16x2(w[2 * half]);
+        out.z = e4m3x2_to_f16x2(w[2 * half + 1]);
+        out.w = e4m3x2_hi_to_f16x2(w[2 * half + 1]);
+      } else {
+        out.x = e4m3x2_to_bf16x2(w[2 * half] & 0xffffu);
+        out.y = e4m3x2_to_bf16x2(w[2 * half] >> 16);
+        out.z = e4m3x2_to_bf16x2(w[2 * half + 1] & 0xffffu);
+        out.w = e4m3x2_to_bf16x2(w[2 * half + 1] >> 16);
+      }
       *reinterpret_cast<uint4*>(row + (c / 8) * Smem::kAtomBytes + (((c % 8) ^ key) * 16)) = out;
     }
   }
