@@ -236,8 +236,12 @@ std::vector<Case> cases() {
       wide_query_case(scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles",
                                     csa(2, 8, 64, 16, 16, f8, f8, 0), scenario(2, 60, 300, true),
                                     0)),
-      wide_query_case(scenario_case("swa G8 H64 D192 B16 W128 kv=fp8",
-                                    swa(8, 8, 192, 16, 128, f8, 0), scenario(2, 100, 400, true),
+      // fp8 tiles whose rows attend >= 2,048 keys: on Hopper their pages
+      // widen to f16 (Q staged as scaled f16), or to bf16 with wide queries.
+      scenario_case("swa G1 H8 D64 B16 W2048 kv=fp8 tiles", swa(1, 8, 64, 16, 2048, f8, 0),
+                    scenario(2, 2100, 2600, true), 1),
+      wide_query_case(scenario_case("swa G1 H8 D64 B16 W2048 kv=fp8 tiles",
+                                    swa(1, 8, 64, 16, 2048, f8, 0), scenario(2, 2100, 2600, true),
                                     1)),
       // fp8 decode rows of H/G = 8, split across CTAs; small enough for the
       // sanitizers (--tiny).
