@@ -106,8 +106,8 @@ constexpr int max_splits() {
 // at one split; equal-length CTAs finish in waves, so a count that leaves
 // the last wave mostly empty costs a whole wave. E.g. 256 (row, group)
 // pairs on 132 SMs: two splits ran as two waves of 264 CTAs, one split runs
-// as one (CSA decode 128K b32 attention 0.229 -> 0.217-0.221 ms bf16,
-// 0.157 -> 0.133 ms fp8; benchmarks.md, seventh session). Depends only on
+// as one (CSA decode 128K b32 attention 0.229 -> 0.218 ms bf16, 0.157 ->
+// 0.135 ms fp8; benchmarks.md, seventh session). Depends only on
 // shapes, never on the step's contexts, so scratch is sized at plan time
 // and CUDA graphs replay unchanged.
 constexpr int num_splits(int64_t rows, int groups, int64_t max_pages, int sm_count) {
