@@ -348,8 +348,8 @@ int run_bench(int argc, char** argv) {
     auto gpu = make_backend(BackendKind::cuda, options);
     cudaDeviceProp prop{};
     STEP5_TOOL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::cout << "step5attn bench on " << prop.name << " (" << prop.multiProcessorCount
-              << " SMs)" << (portable ? ", portable kernels" : "") << "\n";
+    std::cout << "step5attn bench on " << prop.name << " (" << prop.multiProcessorCount << " SMs)"
+              << (portable ? ", portable kernels" : "") << "\n";
     std::string checks;
     if (!no_check) {
       std::cout << "phase 1: cuda attention vs cpu backend\n";
