@@ -236,8 +236,9 @@ std::vector<Case> cases() {
       wide_query_case(scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles",
                                     csa(2, 8, 64, 16, 16, f8, f8, 0), scenario(2, 60, 300, true),
                                     0)),
-      // fp8 tiles whose rows attend >= 2,048 keys: on Hopper their pages
-      // widen to f16 (Q staged as scaled f16), or to bf16 with wide queries.
+      // fp8 SWA tiles over long windows (many stages per tile): on Hopper
+      // their pages widen to f16 (Q staged as scaled f16), or to bf16 with
+      // wide-range queries.
       scenario_case("swa G1 H8 D64 B16 W2048 kv=fp8 tiles", swa(1, 8, 64, 16, 2048, f8, 0),
                     scenario(2, 2100, 2600, true), 1),
       wide_query_case(scenario_case("swa G1 H8 D64 B16 W2048 kv=fp8 tiles",
