@@ -5,7 +5,6 @@
 
 #include "core/check.h"
 #include "core/validate.h"
-#include "cuda/heuristics.h"
 
 namespace step5::cuda {
 

@@ -27,9 +27,6 @@
 
 namespace step5::cuda {
 
-// Smem of the select kernel beyond its static part: the kept list,
-// select_list_capacity(p.columns) keys, then as many indices.
-
 // Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
 // key 0 with valid = false).
 template <int kItems>
@@ -57,6 +54,8 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
   using Shared = SelectShared<kThreads>;
   using Scan = typename Shared::Scan;
   __shared__ Shared sh;
+  // Dynamic shared memory: the kept list, select_list_capacity(p.columns)
+  // keys, then as many indices.
   extern __shared__ __align__(16) unsigned char list_raw[];
   uint32_t* const list_key = reinterpret_cast<uint32_t*>(list_raw);
   const int32_t capacity = select_list_capacity(p.columns);

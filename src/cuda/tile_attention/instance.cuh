@@ -30,6 +30,11 @@ void launch_variant(const TileAttentionParams& p, cudaStream_t stream) {
   check_launch("tile_attention_kernel");
 }
 
+template <int D>
+size_t tile_wgmma_smem_bytes() {
+  return sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
+}
+
 // The sm_90a kernel: one instance per (D, kv dtype), CSA and SWA alike
 // (the page source reads the layer kind from the params).
 template <int D, bool kFp8>
@@ -37,8 +42,7 @@ void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
   auto* kernel = &hopper_tile_attention_kernel<D, kFp8>;
   allow_max_smem(kernel);
   const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
-  constexpr size_t smem = sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
-  kernel<<<static_cast<unsigned>(ctas), hopper_threads(), smem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(ctas), hopper_threads(), tile_wgmma_smem_bytes<D>(), stream>>>(p);
   check_launch("hopper_tile_attention_kernel");
 }
 
@@ -74,11 +78,6 @@ size_t tile_smem_bytes(bool fp8) {
   // CSA and SWA share the row layout's sizes.
   return fp8 ? sizeof(TileSmem<RowLayout<D, true, true>>)
              : sizeof(TileSmem<RowLayout<D, false, true>>);
-}
-
-template <int D>
-size_t tile_wgmma_smem_bytes() {
-  return sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
 }
 
 }  // namespace step5::cuda::tiled
