@@ -23,7 +23,9 @@ constexpr int keys_per_step() {
   return page_tokens() * pages_per_step();
 }
 
-// Query heads of one CTA are the M side of m16n8k16 (H/G <= 16).
+// Query heads of one CTA (H/G <= 16): the M side of the tile kernel's
+// m16n8k16 tiles, two N tiles of 8 at most in the row kernel; the row
+// kernel's end-of-CTA merge keeps this many heads per warp.
 constexpr int mma_rows() {
   return 16;
 }

@@ -17,7 +17,9 @@ void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t 
   const int64_t max_pages = T::kIsCsa ? csa_max_pages(p.topk) : swa_max_pages(p.window);
   const int64_t table_pages = block_table_pages(max_pages);
   const size_t smem = T::smem_bytes(max_pages, table_pages);
-  auto* kernel = &paged_attention_kernel<T>;
+  // One head tile of 8 for H/G <= 8 (the Step5 shapes), two up to 16.
+  auto* kernel = row_head_tiles(p.num_heads / p.num_kv_heads) == 1 ? &paged_attention_kernel<T, 1>
+                                                                   : &paged_attention_kernel<T, 2>;
   allow_max_smem(kernel);
   const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
   kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(

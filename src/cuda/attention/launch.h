@@ -6,8 +6,10 @@
 // regions (-1 entries skipped) then its current region 8c..p; an SWA row's
 // pages floor(lo/8)..floor(p/8) with lo = max(0, p-W+1), masked per
 // position. One CTA handles one (row, KV group, split): the H/G query heads
-// of the group form the M side of mma.sync m16n8k16 tiles (padded to 16), so
-// every K/V page is read once for all heads of its group. Each warp of the
+// of the group form the N side of mma.sync m16n8k16 tiles (one or two
+// tiles of 8) and the page's keys the M side (S^T = K Q^T, O^T += V^T P^T,
+// row_fragments.cuh), so every K/V page is read once for all heads of its
+// group and no MMA row is padding at H/G = 8. Each warp of the
 // CTA streams its own pairs of pages (16 keys) into shared memory with
 // cp.async (2 stages deep for bf16, 4 for fp8), and keeps its own online
 // softmax (m, l, acc) in fp32 registers; the warps merge in shared memory at
@@ -21,7 +23,7 @@
 // exact products), online softmax in fp32, probabilities rounded to bf16
 // for the P.V product (allowed by SPEC 8), fp32 accumulation, one final
 // rounding to bf16. fp8 KV pages are converted in registers, exactly
-// (fragments.cuh); k_scale / v_scale are applied in fp32 (k_scale folded
+// (fragments.cuh, row_fragments.cuh); k_scale / v_scale are applied in fp32 (k_scale folded
 // into the logit scale, v_scale into the final 1/l).
 #pragma once
 

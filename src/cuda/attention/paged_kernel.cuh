@@ -1,6 +1,8 @@
 // The paged attention kernel: one CTA per (row, KV group, split); see
 // launch.h for the design. Every warp owns a slice of the split's 16-key
 // steps, its own double-buffered stage buffers and its own online softmax.
+// Its MMAs put keys on M and the group's heads on N, in kNT tiles of 8
+// heads (row_fragments.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +15,7 @@
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
+#include "cuda/attention/row_fragments.cuh"
 #include "cuda/attention/softmax.cuh"
 #include "cuda/attention/tiles.h"
 #include "cuda/common/rows.h"
@@ -67,12 +70,12 @@ __device__ __forceinline__ void zero_group_rows(const PagedAttentionParams& p, i
   }
 }
 
-template <class T>
+template <class T, int kNT>
 __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
                            int32_t table_pages) {
   constexpr int D = T::kDim;
-  // Heads per group: any 1..16 (the M = 16 rows of the MMA tile).
+  // Heads per group: 1..8 (kNT = 1) or 9..16 (kNT = 2), the N side.
   const int hpg = p.num_heads / p.num_kv_heads;
   constexpr int kWarps = attention_warps();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -153,28 +156,45 @@ __global__ void __launch_bounds__(attention_threads())
     if (row_fault != 0) my_steps = 0;
   }
 
-  // Q of this group's heads as m16n8k16 A fragments; rows >= hpg are zero.
+  // Q of this group's heads as m16n8k16 B fragments; heads >= hpg are zero.
   const int r0 = lane / 4;
   const int c0 = (lane % 4) * 2;
-  uint32_t qf[D / 16][4];
-  load_q<T>(p.query + t * p.query_row_stride + int64_t{g} * hpg * p.query_head_stride,
-            p.query_head_stride, hpg, lane, qf);
+  uint32_t qb[D / 16][kNT][2];
+  load_q_cols<T, kNT>(p.query + t * p.query_row_stride + int64_t{g} * hpg * p.query_head_stride,
+                      p.query_head_stride, hpg, lane, qb);
 
-  float acc[D / 8][4];
+  float acc[D / 16][kNT][4];
 #pragma unroll
-  for (int nd = 0; nd < D / 8; ++nd) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};
-  // Logit scale of rows r0 and r0 + 8 (their Q may be f16, scaled).
-  float scale_log2[2];
-  scale_log2[0] = scale_log2[1] = p.softmax_scale * (T::kIsFp8 ? p.k_scale : 1.0f) * kLog2e;
+  for (int mt = 0; mt < D / 16; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.0f;
+    }
+  }
+  // Running maximum and (this lane's part of the) sum of heads 8 nt + c0 + e.
+  float m[kNT][2], l[kNT][2];
+  // Logit scale of those heads (their Q may be f16, scaled).
+  float scale_log2[kNT][2];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      m[nt][e] = -INFINITY;
+      l[nt][e] = 0.0f;
+      scale_log2[nt][e] = p.softmax_scale * (T::kIsFp8 ? p.k_scale : 1.0f) * kLog2e;
+    }
+  }
   bool q_f16 = false;
   if constexpr (T::kIsFp8) {
-    float row_scale[2];
-    q_f16 = q_to_f16<T>(lane, qf, row_scale);
+    float col_scale[kNT][2];
+    q_f16 = q_cols_to_f16<T, kNT>(lane, qb, col_scale);
     if (q_f16) {
-      scale_log2[0] *= row_scale[0];
-      scale_log2[1] *= row_scale[1];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        scale_log2[nt][0] *= col_scale[nt][0];
+        scale_log2[nt][1] *= col_scale[nt][1];
+      }
     }
   }
 
@@ -247,37 +267,38 @@ __global__ void __launch_bounds__(attention_threads())
       masks >>= 16;
       const unsigned char* rows = wbuf + stage * T::kStageBytes;
 
-      // S = Q K^T over the step's 16 keys: two n8 tiles (one per page).
-      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-      qk_step<T, decltype(f16)::value>(rows, lane, qf, s);
+      // S^T = K Q^T over the step's 16 keys (keys r0 and r0 + 8 here).
+      float s[kNT][4];
+      kq_step<T, kNT, decltype(f16)::value>(rows, lane, qb, s);
 
-      // Online softmax in the log2 domain; rows r0 (e < 2) and r0 + 8.
-      float tmax[2] = {-INFINITY, -INFINITY};
+      // Online softmax in the log2 domain, per head 8 nt + c0 + (e & 1).
+      float tmax[kNT][2];
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
+        tmax[nt][0] = tmax[nt][1] = -INFINITY;
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int key = nt * 8 + c0 + (e & 1);
-          const float x = ((mask_cur >> key) & 1u) ? s[nt][e] * scale_log2[e >> 1] : -INFINITY;
+          const int key = r0 + 8 * (e >> 1);
+          const float x = ((mask_cur >> key) & 1u) ? s[nt][e] * scale_log2[nt][e & 1] : -INFINITY;
           s[nt][e] = x;
-          tmax[e >> 1] = fmaxf(tmax[e >> 1], x);
+          tmax[nt][e & 1] = fmaxf(tmax[nt][e & 1], x);
         }
       }
-      float m_use[2];
-      move_running_max<D>(tmax, m, l, acc, m_use);
+      float m_use[kNT][2];
+      move_running_max_cols<D, kNT>(tmax, m, l, acc, m_use);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
+      for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          s[nt][e] = exp2f(s[nt][e] - m_use[e >> 1]);
-          l[e >> 1] += s[nt][e];
+          s[nt][e] = exp2f(s[nt][e] - m_use[nt][e & 1]);
+          l[nt][e & 1] += s[nt][e];
         }
       }
 
-      // O += P V: the S accumulator layout is the A fragment of P.
-      uint32_t pa[4];
-      pack_p<T>(s, pa);
-      pv_step<T>(rows, lane, pa, acc);
+      // O^T += V^T P^T.
+      uint32_t pb[kNT][2];
+      pack_pt<T, kNT>(s, pb);
+      vp_step<T, kNT>(rows, lane, pb, acc);
       __syncwarp();
     }
   };
@@ -287,10 +308,15 @@ __global__ void __launch_bounds__(attention_threads())
     steps(std::false_type{});
   }
 
+  // Each lane summed its own keys: the head's sum is over the 8 lanes of t.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 4);
+      l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 8);
+      l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], 16);
+    }
   }
 
   // Merge the warps' (m, l, acc) through shared memory (stage buffers are
@@ -299,22 +325,28 @@ __global__ void __launch_bounds__(attention_threads())
   float* mo = reinterpret_cast<float*>(smem);  // [warp][16][D]
   float* ml = mo + kWarps * mma_rows() * D;    // [warp][16][2]
 #pragma unroll
-  for (int nd = 0; nd < D / 8; ++nd) {
+  for (int mt = 0; mt < D / 16; ++mt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = r0 + (e >> 1) * 8;
-      if (row < hpg) {
-        mo[(warp * mma_rows() + row) * D + output_column<T>(nd, e, lane % 4)] = acc[nd][e];
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int head = 8 * nt + c0 + (e & 1);
+        if (head < hpg) {
+          mo[(warp * mma_rows() + head) * D + row_output_dim<T>(mt, e, r0)] = acc[mt][nt][e];
+        }
       }
     }
   }
-  if (lane % 4 == 0) {
+  if (r0 == 0) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = r0 + r * 8;
-      if (row < hpg) {
-        ml[(warp * mma_rows() + row) * 2] = m[r];
-        ml[(warp * mma_rows() + row) * 2 + 1] = l[r];
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int head = 8 * nt + c0 + e;
+        if (head < hpg) {
+          ml[(warp * mma_rows() + head) * 2] = m[nt][e];
+          ml[(warp * mma_rows() + head) * 2 + 1] = l[nt][e];
+        }
       }
     }
   }

@@ -10,7 +10,7 @@
 
 namespace step5::cuda::attn {
 
-// Heads per group are a run-time value (1..mma_rows(), the M side).
+// Heads per group are a run-time value (1..mma_rows()).
 // kStagesPerWarp: the cp.async pipeline depth, attention_stages() by
 // default, attention_compact_stages() for GPUs with less shared memory.
 template <int D, bool kFp8, bool kCsa, int kStagesPerWarp = attention_stages(kFp8)>
