@@ -225,6 +225,7 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.num_kv_heads = config.num_kv_heads;
   p.head_size = config.head_size;
   p.block_size = config.block_size;
+  p.block_shift = log2_if_power_of_two(config.block_size);
   p.softmax_scale = config.softmax_scale();
   p.num_splits = schedule.attention_splits;
   p.stages = schedule.attention_stages;

@@ -64,6 +64,9 @@ void check_params(const PagedAttentionParams& p) {
           ", G = ", p.num_kv_heads);
   require(p.block_size >= 8 && p.block_size % 8 == 0, bad,
           "paged attention: block_size expected a positive multiple of 8, got ", p.block_size);
+  require(p.block_shift < 0 || (p.block_shift < 31 && (1 << p.block_shift) == p.block_size), bad,
+          "paged attention: block_shift expected -1 or log2(block_size ", p.block_size, "), got ",
+          p.block_shift);
   require(p.num_rows >= 0 && p.row_begin >= 0, bad,
           "paged attention: rows expected row_begin >= 0 and num_rows >= 0, got ", p.row_begin,
           ", ", p.num_rows);

@@ -85,6 +85,8 @@ struct PagedAttentionParams {
   int32_t num_kv_heads = 0;  // G
   int32_t head_size = 0;     // D
   int32_t block_size = 0;    // B, a multiple of 8
+  int32_t block_shift = -1;  // log2(B) when B is a power of two, else -1: the
+                             // copy loop then shifts instead of dividing
   float softmax_scale = 0;   // the resolved scale (LayerConfig::softmax_scale())
 
   // Split-KV: the plan's split count (LayerSchedule::attention_splits) and

@@ -31,25 +31,35 @@ template <int kThreads>
 __device__ int32_t compact_pages(const int32_t* sel, int32_t topk, int32_t cur, int32_t* pages,
                                  int* warp_count) {
   constexpr int kWarps = kThreads / 32;
+  // Entries loaded per thread before the first is used: a K = 512 list is
+  // one round trip to memory, not four.
+  constexpr int kBatch = 4;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   int32_t base = 0;
-  for (int32_t i0 = 0; i0 < topk; i0 += kThreads) {
-    const int32_t i = i0 + static_cast<int32_t>(threadIdx.x);
-    const int32_t v = i < topk ? __ldg(sel + i) : -1;
-    const bool keep = v >= 0 && v < cur;
-    const unsigned bits = __ballot_sync(0xffffffffu, keep);
-    if (lane == 0) warp_count[warp] = __popc(bits);
-    __syncthreads();
-    int32_t offset = base;
-    int32_t total = 0;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) offset += warp_count[w];
-      total += warp_count[w];
+  for (int32_t i0 = 0; i0 < topk; i0 += kBatch * kThreads) {
+    int32_t v[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int32_t i = i0 + b * kThreads + static_cast<int32_t>(threadIdx.x);
+      v[b] = i < topk ? __ldg(sel + i) : -1;
     }
-    if (keep) pages[offset + __popc(bits & ((1u << lane) - 1u))] = v;
-    base += total;
-    __syncthreads();
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const bool keep = v[b] >= 0 && v[b] < cur;
+      const unsigned bits = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) warp_count[warp] = __popc(bits);
+      __syncthreads();
+      int32_t offset = base;
+      int32_t total = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        if (w < warp) offset += warp_count[w];
+        total += warp_count[w];
+      }
+      if (keep) pages[offset + __popc(bits & ((1u << lane) - 1u))] = v[b];
+      base += total;
+      __syncthreads();
+    }
   }
   if (threadIdx.x == 0) pages[base] = cur;
   __syncthreads();
@@ -100,9 +110,17 @@ __global__ void __launch_bounds__(attention_threads())
     return;
   }
   const int32_t cur = pos / page_tokens();
+  // Block-table column of a position and its token inside the block (shifts
+  // when B is a power of two, as every engine's block sizes are).
+  auto block_column = [&](int32_t kpos) {
+    return p.block_shift >= 0 ? kpos >> p.block_shift : kpos / p.block_size;
+  };
+  auto block_token = [&](int32_t kpos) {
+    return p.block_shift >= 0 ? kpos & (p.block_size - 1) : kpos % p.block_size;
+  };
   // A position the request's block table cannot hold (negative lengths,
   // seq_lens past the table in a graph replay): no key is read, output NaN.
-  const bool bad_row = pos < 0 || !column_ok(p.guard, pos / p.block_size);
+  const bool bad_row = pos < 0 || !column_ok(p.guard, block_column(pos));
   if (bad_row && threadIdx.x == 0 && g == 0 && split == 0) {
     report_fault(p.guard, pos < 0 ? DeviceFault::bad_position : DeviceFault::past_block_table, t,
                  pos);
@@ -140,17 +158,30 @@ __global__ void __launch_bounds__(attention_threads())
   // than the table (very wide windows) looks blocks up as it goes.
   int32_t* blocks = pages + (T::kIsCsa ? max_pages : 0);
   const int32_t* bt = p.block_table + int64_t{request} * p.block_table_stride;
-  const int32_t pages_per_block = p.block_size / page_tokens();
   const bool translated = end - begin <= table_pages;
   if (translated) {
-    for (int32_t e = begin + static_cast<int32_t>(threadIdx.x); e < end; e += attention_threads()) {
-      const int32_t region = T::kIsCsa ? pages[e] : first + e;
-      const int32_t block = __ldg(bt + region / pages_per_block);
-      if (!block_ok(p.guard, block)) {
-        report_fault(p.guard, DeviceFault::kv_block, t, block);
-        row_fault = 1;
+    // kBatch lookups in flight per thread before the first is stored (a
+    // CSA split of 513 pages: one round trip to memory, not five).
+    constexpr int kBatch = 8;
+    constexpr int kThreads = attention_threads();
+    for (int32_t e0 = begin; e0 < end; e0 += kBatch * kThreads) {
+      int32_t block[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int32_t e = e0 + b * kThreads + static_cast<int32_t>(threadIdx.x);
+        const int32_t region = e < end ? (T::kIsCsa ? pages[e] : first + e) : 0;
+        block[b] = e < end ? __ldg(bt + block_column(region * page_tokens())) : 0;
       }
-      blocks[e - begin] = block;
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int32_t e = e0 + b * kThreads + static_cast<int32_t>(threadIdx.x);
+        if (e >= end) continue;
+        if (!block_ok(p.guard, block[b])) {
+          report_fault(p.guard, DeviceFault::kv_block, t, block[b]);
+          row_fault = 1;
+        }
+        blocks[e - begin] = block[b];
+      }
     }
     __syncthreads();
     if (row_fault != 0) my_steps = 0;
@@ -214,15 +245,15 @@ __global__ void __launch_bounds__(attention_threads())
         valid = kpos >= lo && kpos <= pos;
         const int64_t block = !valid       ? 0
                               : translated ? blocks[e - begin]
-                                           : __ldg(bt + region / pages_per_block);
+                                           : __ldg(bt + block_column(kpos));
         if (!translated && valid && !block_ok(p.guard, block)) {
           if (kpos % page_tokens() == 0) report_fault(p.guard, DeviceFault::kv_block, t, block);
           row_fault = 1;
           valid = false;
         }
         if (valid) {
-          src = kv_head + block * p.kv_block_stride +
-                int64_t{kpos % p.block_size} * p.kv_token_stride;
+          src =
+              kv_head + block * p.kv_block_stride + int64_t{block_token(kpos)} * p.kv_token_stride;
         }
       }
     }
