@@ -1,7 +1,10 @@
-// Register fragments of the paged attention mainloop, per storage format:
-// where a staged token row's 16-byte chunks live, the Q fragments, the
-// S = Q K^T and O += P V steps of one 16-key step, and which output column
-// an accumulator holds.
+// Register fragments of the mma.sync attention kernels, per storage format:
+// where a staged token row's 16-byte chunks live and the order of the head
+// dimension's columns (shared by every kernel), and, with the query heads
+// on the M side (the portable tile kernel, tile_attention/mainloop.cuh),
+// the Q fragments, the S = Q K^T and O += P V steps of one 16-key step,
+// and which output column an accumulator holds. The row kernel puts the
+// keys on M instead (row_fragments.cuh).
 //
 // bf16 KV: ldmatrix (K) and ldmatrix.trans (V) on padded rows, identity
 // column order.
