@@ -16,7 +16,6 @@
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
 #include "cuda/attention/row_fragments.cuh"
-#include "cuda/attention/softmax.cuh"
 #include "cuda/attention/tiles.h"
 #include "cuda/common/rows.h"
 
