@@ -1,5 +1,6 @@
-// The online softmax's running-maximum update, shared by the row kernel
-// (paged_kernel.cuh) and the tile kernel (tile_attention/mainloop.cuh).
+// The online softmax's running-maximum update of the heads-on-M layout
+// (fragments.cuh), for the portable tile kernel (tile_attention/mainloop.cuh);
+// the row kernel's, for its keys-on-M layout, is in row_fragments.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
