@@ -67,6 +67,33 @@ __device__ __forceinline__ int fragment_column(int kk, int i, int t) {
   }
 }
 
+// Shared addresses of the ldmatrix reads of a 16-key step (`rows`), for
+// lane `lane`; each lane gives one row address of matrix lane / 8.
+// bf16 K, k-step 0 (add 32 bytes per k-step): matrix j holds keys
+// 8 (j >> 1).. and columns 8 (j & 1)...
+template <class T>
+__device__ __forceinline__ uint32_t k_ldmatrix_addr(const unsigned char* rows, int lane) {
+  const int mi = lane / 8, ri = lane % 8;
+  return smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+}
+// bf16 V, dims 0..15 (add 32 bytes per 16 dims), for ldmatrix.trans:
+// matrix j holds keys 8 (j & 1).. and dims 8 (j >> 1)...
+template <class T>
+__device__ __forceinline__ uint32_t v_ldmatrix_addr(const unsigned char* rows, int lane) {
+  const int mi = lane / 8, ri = lane % 8;
+  return smem_addr(rows) + ((mi & 1) * 8 + ri) * T::kRawPitch + 2 * T::kDim + (mi >> 1) * 16;
+}
+// fp8 V, bytes of dims 16 m .. 16 m + 31 read as b16 pairs, for
+// ldmatrix.trans: matrix j holds keys 8 (j & 1).. and the 16 dims from
+// 16 (m + (j >> 1)); transposed, lane (g, t) holds V[2t][d], V[2t][d+1],
+// V[2t+1][d], V[2t+1][d+1] with d = its matrix's first dim + 2g.
+template <class T>
+__device__ __forceinline__ uint32_t v_fp8_ldmatrix_addr(const unsigned char* rows, int lane,
+                                                        int m) {
+  const int mi = lane / 8, ri = lane % 8;
+  return smem_addr(rows + stage_chunk_offset<T>((mi & 1) * 8 + ri, T::kDim / 16 + m + (mi >> 1)));
+}
+
 // Q of the group's `heads` heads as A fragments; rows >= heads are zero.
 template <class T>
 __device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, int heads, int lane,
@@ -166,8 +193,7 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    const int mi = lane / 8, ri = lane % 8;
-    const uint32_t k_addr = smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+    const uint32_t k_addr = k_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
@@ -202,15 +228,11 @@ template <class T>
 __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
                                         const uint32_t (&pa)[4], float (&acc)[T::kDim / 8][4]) {
   constexpr int D = T::kDim;
-  const int mi = lane / 8, ri = lane % 8;
   if constexpr (T::kIsFp8) {
-    // Matrix mi: keys 8 (mi & 1) .. +7 at d0 = 16 (m + (mi >> 1)); V starts
-    // at byte D of the row, chunk D / 16 + d0 / 16.
-    const int key = (mi & 1) * 8 + ri;
 #pragma unroll
     for (int m = 0; m < D / 16; m += 2) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, smem_addr(rows + stage_chunk_offset<T>(key, D / 16 + m + (mi >> 1))));
+      ldmatrix_x4_trans(b, v_fp8_ldmatrix_addr<T>(rows, lane, m));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const uint32_t lo = b[2 * h], hi = b[2 * h + 1];  // keys 0-7, keys 8-15
@@ -222,8 +244,7 @@ __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    const uint32_t v_addr =
-        smem_addr(rows) + ((mi & 1) * 8 + ri) * T::kRawPitch + 2 * D + (mi >> 1) * 16;
+    const uint32_t v_addr = v_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd += 2) {
       uint32_t b[4];

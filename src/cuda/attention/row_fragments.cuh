@@ -179,11 +179,10 @@ __device__ __forceinline__ void kq_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    // ldmatrix matrix j (lanes 8j..8j+7 give its rows): keys 8 (j >> 1)..,
-    // columns 8 (j & 1)..; A wants (keys 0-7, cols 0-7), (keys 8-15, cols
-    // 0-7), (keys 0-7, cols 8-15), (keys 8-15, cols 8-15).
-    const int mi = lane / 8, ri = lane % 8;
-    const uint32_t k_addr = smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+    // ldmatrix matrix j: keys 8 (j >> 1).., columns 8 (j & 1)..; A wants
+    // (keys 0-7, cols 0-7), (keys 8-15, cols 0-7), (keys 0-7, cols 8-15),
+    // (keys 8-15, cols 8-15).
+    const uint32_t k_addr = k_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
@@ -270,19 +269,17 @@ __device__ __forceinline__ void vp_step(const unsigned char* rows, int lane,
                                         const uint32_t (&pb)[kNT][2],
                                         float (&acc)[T::kDim / 16][kNT][4]) {
   constexpr int D = T::kDim;
-  const int mi = lane / 8, ri = lane % 8;
   if constexpr (T::kIsFp8) {
-    // Matrix mi: keys 8 (mi & 1) .. +7, bytes of d0 = 16 (m + (mi >> 1))
-    // read as b16 pairs; transposed, lane (g, t) holds V[2t][d], V[2t][d+1],
+    // b[0], b[1]: keys 0-7 / 8-15 of dims d0 = 16 m.., b[2], b[3] of
+    // d0 = 16 (m + 1)..; lane (g, t) holds V[2t][d], V[2t][d+1],
     // V[2t+1][d], V[2t+1][d+1] with d = d0 + 2g. Bytes (0, 2) are the A
     // pair (keys 2t, 2t+1) of dimension d, bytes (1, 3) of d + 1: M-tile m
     // takes the even dimensions of d0 = 16 m (rows g) and 16 (m + 1) (rows
     // g + 8), M-tile m + 1 the odd ones.
-    const int key = (mi & 1) * 8 + ri;
 #pragma unroll
     for (int m = 0; m < D / 16; m += 2) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, smem_addr(rows + stage_chunk_offset<T>(key, D / 16 + m + (mi >> 1))));
+      ldmatrix_x4_trans(b, v_fp8_ldmatrix_addr<T>(rows, lane, m));
 #pragma unroll
       for (int par = 0; par < 2; ++par) {
         const uint32_t sel = par == 0 ? 0x0020u : 0x0031u;
@@ -294,10 +291,8 @@ __device__ __forceinline__ void vp_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    // Matrix mi: keys 8 (mi & 1).., dims 8 (mi >> 1).. of the 16-dim tile;
-    // transposed, lane (g, t) holds V[2t][d], V[2t+1][d] of d = its row g.
-    const uint32_t v_addr =
-        smem_addr(rows) + ((mi & 1) * 8 + ri) * T::kRawPitch + 2 * D + (mi >> 1) * 16;
+    // Transposed, lane (g, t) holds V[2t][d], V[2t+1][d] of d = its row g.
+    const uint32_t v_addr = v_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int mt = 0; mt < D / 16; ++mt) {
       uint32_t b[4];
