@@ -174,6 +174,51 @@ TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
     EXPECT_NE(std::string(e.what()).find("G*I*Di*4"), std::string::npos) << e.what();
   }
 }
+
+// The cache update rides on the select launch only where no row of the
+// step can score a region the step closes: one query row per request, one
+// scoring chunk. Verify steps and chunked steps keep its own launch, which
+// runs before the indexer.
+TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
+  LayerConfig c;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  StepPlan plan;
+  plan.kind = StepKind::uniform;
+  plan.num_requests = 2;
+  plan.query_len = 1;
+  plan.num_tokens = 2;
+  plan.chunk_rows = 2;
+  ScoreChunk chunk;
+  chunk.rows = {0, 2};
+  chunk.columns = 599;
+  plan.chunks = {chunk};
+  cuda_testing::DeviceInfo device;
+  device.sm_count = 84;
+  device.major = 8;
+  device.minor = 9;
+  device.max_smem_per_block = kSm89Smem;
+  device.path = cuda_testing::KernelPath::portable;
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, plan, c).cache_update_in_select);
+
+  StepPlan verify = plan;  // rows 4r..4r+3 of request r: the later ones may
+  verify.query_len = 4;    // score a region an earlier one closes
+  verify.num_tokens = 8;
+  verify.chunk_rows = 8;
+  verify.chunks[0].rows = {0, 8};
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, verify, c).cache_update_in_select);
+
+  StepPlan chunked = plan;  // two scoring chunks: two select launches, the
+  chunked.chunk_rows = 1;   // fold is made for one
+  chunked.chunks = {chunk, chunk};
+  chunked.chunks[0].rows = {0, 1};
+  chunked.chunks[1].rows = {1, 2};
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, chunked, c).cache_update_in_select);
+
+  LayerConfig swa = c;
+  swa.kind = LayerKind::swa;
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, swa).cache_update_in_select);
+}
 #endif
 
 }  // namespace

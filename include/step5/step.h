@@ -113,6 +113,11 @@ struct LayerSchedule {
   // The tiles run the sm_90a (wgmma) tile kernel (Hopper, H/G = 8)
   // instead of the mma.sync one.
   bool tile_wgmma = false;
+  // CSA: the cache update (K/V write, summaries of the regions the step
+  // closes) rides on the select launch instead of its own (one launch
+  // fewer). Only when every request has at most one query row in a single
+  // scoring chunk: then no row of the step scores a region the step closes.
+  bool cache_update_in_select = false;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero
 };

@@ -133,8 +133,11 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
   const SummaryParams summaries =
       summarize ? summary_params(config, step, plan, in.index_key, in.index_z, cache, status)
                 : SummaryParams{};
-  launch_cache_update(kv, summaries, config.kv_dtype, config.summary_dtype, device.sm_count,
-                      stream);
+  const bool fold = schedule.cache_update_in_select;
+  if (!fold) {
+    launch_cache_update(kv, summaries, config.kv_dtype, config.summary_dtype, device.sm_count,
+                        stream);
+  }
   for (const ScoreChunk& chunk : plan.chunks) {
     // Scores (and each row's best) only for rows with C > K: selection
     // takes every region of the others without reading scores.
@@ -154,9 +157,14 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     }
     const TensorView selected = chunk_selection(config, plan, out, ws, chunk.rows);
     // The ring write rides on the select launch, after the summaries above,
-    // which read the old ring.
+    // which read the old ring (or with them, when the plan folds the cache
+    // update into this launch).
+    SelectCacheWork cache_work;
+    cache_work.ring = summarize ? &summaries : nullptr;
+    cache_work.kv = fold && write_kv ? &kv : nullptr;
+    cache_work.summarize = fold && summarize;
     launch_select(select_params(config, rows, chunk.rows, scores, chunk.columns, row_max, selected,
-                                summarize ? &summaries : nullptr, status),
+                                cache_work, status),
                   stream);
 
     AttentionTarget target;

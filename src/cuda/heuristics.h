@@ -115,6 +115,14 @@ constexpr int select_threads() {
 constexpr int select_items() {
   return 8;
 }
+// CTAs per SM each select instance is built for: 64 registers per thread,
+// so two 512-thread CTAs share an SM and the 256 rows of a 32-request
+// decode step (G = 8) run in one wave. The cache update a decode step's
+// select launch may carry (LayerSchedule::cache_update_in_select) would
+// take the kernel to 81 registers otherwise.
+constexpr int select_min_ctas(int threads) {
+  return 1024 / threads;
+}
 constexpr int select_radix_bits() {
   return 8;
 }

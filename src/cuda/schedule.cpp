@@ -122,7 +122,13 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   const bool wgmma = tile_wgmma(device, c);
   s.tiled_attention = tiled_attention(device, plan, c, wgmma);
   s.tile_wgmma = s.tiled_attention && wgmma;
-  if (c.kind == LayerKind::csa) schedule_indexer(device, plan, c, s);
+  if (c.kind == LayerKind::csa) {
+    schedule_indexer(device, plan, c, s);
+    // A row at position p scores regions j < p / 8, each closed by a row
+    // before p: with one query row per request none of them closes in this
+    // step, so the summaries need not precede the indexer.
+    s.cache_update_in_select = plan.chunks.size() == 1 && max_rows_per_request(plan) <= 1;
+  }
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared
     // memory: refuse at plan time what this GPU cannot hold (the portable

@@ -262,7 +262,7 @@ TileAttentionParams tile_attention_params(const LayerConfig& config, const Layer
 
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
                            TensorView scores, int32_t columns, uint32_t* row_max,
-                           TensorView selected, const SummaryParams* ring, uint32_t* status) {
+                           TensorView selected, const SelectCacheWork& cache, uint32_t* status) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -272,8 +272,13 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.scores_stride_g = scores.present() ? scores.stride[1] : 0;
   p.row_max = row_max;
   p.clear_row_max = row_max;
-  p.write_ring = ring != nullptr;
-  if (ring != nullptr) p.ring = *ring;
+  p.write_ring = cache.ring != nullptr;
+  if (cache.ring != nullptr) p.ring = *cache.ring;
+  p.summarize = cache.ring != nullptr && cache.summarize;
+  p.summary_fp8 = config.summary_dtype == DType::fp8_e4m3;
+  p.write_kv = cache.kv != nullptr;
+  if (cache.kv != nullptr) p.kv = *cache.kv;
+  p.kv_fp8 = config.kv_dtype == DType::fp8_e4m3;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

@@ -47,12 +47,20 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
                              TensorView index_query, TensorView index_weight,
                              const SummaryCacheView& summaries, const ScoreTarget& target,
                              int32_t skip_topk, uint32_t* status);
+// What of a forward's cache update a select launch carries: the ring write
+// (after the summaries), and, when the plan folds the whole update into it
+// (LayerSchedule::cache_update_in_select), the K/V write and the summaries.
+struct SelectCacheWork {
+  const SummaryParams* ring = nullptr;  // null: no ring write (nor summaries)
+  const KvWriteParams* kv = nullptr;    // null: no K/V write here
+  bool summarize = false;               // the summaries of `ring` here
+};
+
 // `scores` may be absent when no row of `range` has C > K; `columns` of
-// them were written. `row_max` (optional) is read and cleared; `ring`
-// (optional) makes the launch store the step's rows in the requests' rings.
+// them were written. `row_max` (optional) is read and cleared.
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
                            TensorView scores, int32_t columns, uint32_t* row_max,
-                           TensorView selected, const SummaryParams* ring, uint32_t* status);
+                           TensorView selected, const SelectCacheWork& cache, uint32_t* status);
 
 // Attention of rows `range`: CSA when `selected` ([range rows, G, K]) is
 // present, SWA otherwise. Output rows [pad_begin, pad_end) are zeroed by the

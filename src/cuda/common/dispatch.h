@@ -1,6 +1,9 @@
 // The one place where runtime storage dtypes become template parameters of
 // the cuda backend's own kernels. Only the dtypes the contract allows are
 // instantiated; anything else is a clear Error rather than a silent path.
+// (The select kernel, when it carries a decode step's cache update, picks
+// between the two instances of the K/V write and summaries inside the
+// kernel, on flags its launch set from these dtypes: one select instance.)
 #pragma once
 
 #include "core/check.h"

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/common/rows.h"
+#include "cuda/kv_write/params.h"
 #include "cuda/summaries/params.h"
 
 namespace step5::cuda {
@@ -34,8 +35,19 @@ struct SelectParams {
   // CTA of (row, group 0) stores the row in its request's ring when the
   // ring keeps it. It runs after the summaries, which read the old ring.
   bool write_ring = false;
-  SummaryParams ring;  // used when write_ring
-  DeviceGuard guard;   // status only
+  SummaryParams ring;  // used when write_ring or summarize
+  // The forward's cache update too, when the plan lets it ride here
+  // (LayerSchedule::cache_update_in_select: every request has at most one
+  // query row, so no row of the step scores a region the step closes, and
+  // a summary reads ring slots the ring write does not touch): the CTA of
+  // (row t, group g) writes t's K/V of head g; CTAs past num_rows (grid x)
+  // summarize the regions the requests close, one warp each.
+  bool write_kv = false;
+  bool kv_fp8 = false;  // kv_dtype is fp8_e4m3 (else bf16)
+  KvWriteParams kv;     // used when write_kv
+  bool summarize = false;
+  bool summary_fp8 = false;  // summary_dtype is fp8_e4m3 (else bf16)
+  DeviceGuard guard;         // status only
 };
 
 void launch_select(const SelectParams& params, cudaStream_t stream);

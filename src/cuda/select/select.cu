@@ -10,7 +10,14 @@ constexpr int32_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
 template <int kThreads>
 void launch_with(const SelectParams& params, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(params.num_rows), static_cast<unsigned>(params.num_groups));
+  // Summaries folded into the launch take CTAs past the rows, one warp per
+  // (request, closing region).
+  const int64_t summaries =
+      params.summarize ? int64_t{params.ring.num_requests} * params.ring.max_closing : 0;
+  const int64_t per_column = int64_t{params.num_groups} * (kThreads / 32);
+  const dim3 grid(
+      static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
+      static_cast<unsigned>(params.num_groups));
   auto* kernel = select_kernel<kThreads>;
   const size_t smem = static_cast<size_t>(select_list_capacity(params.columns)) * 8u;
   allow_max_smem(kernel);

@@ -19,11 +19,12 @@
 
 #include <type_traits>
 
+#include "cuda/common/dispatch.h"
 #include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
 #include "cuda/select/threshold.cuh"
-#include "cuda/summaries/summaries.cuh"
+#include "cuda/summaries/cache_update.cuh"
 
 namespace step5::cuda {
 
@@ -47,8 +48,43 @@ __device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_
   }
 }
 
+// The K/V write of step row t, head g (SelectParams::write_kv), by the CTA
+// of (t, g), first thing: one vector per thread (padding rows are skipped
+// inside). Issued after the row's first score loads instead, the launch
+// took as long (23.5-23.9 us).
+__device__ __forceinline__ void write_kv_of_row(const SelectParams& p, int64_t t, int g) {
+  const int64_t live = kv_live_rows(p.kv);
+  for (int v = threadIdx.x; v < 2 * p.kv.head_size / 8; v += blockDim.x) {
+    if (p.kv_fp8) {
+      write_kv_vector<Fp8Tag>(p.kv, t, g, v, live);
+    } else {
+      write_kv_vector<Bf16Tag>(p.kv, t, g, v, live);
+    }
+  }
+}
+
+// The summaries (SelectParams::summarize) by the CTAs past the launch's
+// rows, one warp per (request, closing region), so they do not hold up a
+// row's selection (ncu, 128K b32 decode: 24.7-25.2 us with them in the row
+// CTAs, 23.4-24.0 us in CTAs of their own; the separate cache update and
+// select launches took 7.6-7.9 + 20.1 us).
+__device__ __forceinline__ void summarize_of_cta(const SelectParams& p, int64_t cta) {
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int64_t item = cta * warps + threadIdx.x / 32;
+  if (item >= int64_t{p.ring.num_requests} * p.ring.max_closing) return;
+  const int r = static_cast<int>(item / p.ring.max_closing);
+  const auto k = static_cast<int32_t>(item % p.ring.max_closing);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (p.summary_fp8) {
+    summarize_closing<Fp8Tag>(p.ring, r, k, lane);
+  } else {
+    summarize_closing<Bf16Tag>(p.ring, r, k, lane);
+  }
+}
+
 template <int kThreads>
-__global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
+__global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
+    select_kernel(SelectParams p) {
   constexpr int kItems = select_items();
   constexpr int kBins = select_bins();
   using Shared = SelectShared<kThreads>;
@@ -63,6 +99,11 @@ __global__ void __launch_bounds__(kThreads) select_kernel(SelectParams p) {
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
+  if (local_row >= p.num_rows) {
+    summarize_of_cta(p, (local_row - p.num_rows) * p.num_groups + g);
+    return;
+  }
+  if (p.write_kv) write_kv_of_row(p, p.row_begin + local_row, g);
   int32_t request = 0, position = 0;
   const bool live = row_of(p.rows, p.row_begin + local_row, request, position);
   const int32_t closed = position / 8;  // 0 for a padding row: all -1 below

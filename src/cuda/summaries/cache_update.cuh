@@ -12,6 +12,21 @@
 
 namespace step5::cuda {
 
+// Summary k (0-based among the regions it closes in this step) of request
+// r, by one warp, when the request's inputs are usable and it closes that
+// many regions.
+template <class SummaryStorage>
+__device__ __forceinline__ void summarize_closing(const SummaryParams& sp, int r, int32_t k,
+                                                  int lane) {
+  const int32_t begin = __ldg(sp.query_start_loc + r);
+  const int32_t seq_len = __ldg(sp.seq_lens + r);
+  const int32_t qlen = __ldg(sp.query_start_loc + r + 1) - begin;
+  const int32_t start = seq_len - qlen;
+  if (!request_ok(sp, r, begin, qlen, seq_len, lane == 0 && k == 0)) return;
+  const int32_t region = start / 8 + k;
+  if (region < seq_len / 8) summarize_region<SummaryStorage>(sp, r, begin, start, region, lane);
+}
+
 template <class KvStorage, class SummaryStorage>
 __global__ void __launch_bounds__(cache_update_threads())
     cache_update_kernel(const KvWriteParams kv, const SummaryParams sp, int kv_ctas) {
@@ -26,15 +41,8 @@ __global__ void __launch_bounds__(cache_update_threads())
   const int64_t items = int64_t{sp.num_requests} * sp.max_closing;
   for (int64_t item = (blockIdx.x - kv_ctas) * int64_t{kWarps} + threadIdx.x / 32; item < items;
        item += warps) {
-    const int r = static_cast<int>(item / sp.max_closing);
-    const int32_t begin = __ldg(sp.query_start_loc + r);
-    const int32_t seq_len = __ldg(sp.seq_lens + r);
-    const int32_t qlen = __ldg(sp.query_start_loc + r + 1) - begin;
-    const int32_t start = seq_len - qlen;
-    const int32_t k = static_cast<int32_t>(item % sp.max_closing);
-    if (!request_ok(sp, r, begin, qlen, seq_len, lane == 0 && k == 0)) continue;
-    const int32_t region = start / 8 + k;
-    if (region < seq_len / 8) summarize_region<SummaryStorage>(sp, r, begin, start, region, lane);
+    summarize_closing<SummaryStorage>(sp, static_cast<int>(item / sp.max_closing),
+                                      static_cast<int32_t>(item % sp.max_closing), lane);
   }
 }
 
