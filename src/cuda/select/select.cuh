@@ -15,6 +15,10 @@
 // sort. When the threshold bin holds more candidates than shared memory
 // (massive ties), four radix passes and one compaction over global memory
 // decide instead.
+//
+// The launch also carries parts of the forward's cache update (params.h):
+// the ring write always, and on decode steps the K/V write (by the row
+// CTAs) and the summaries (by extra CTAs past the rows).
 #pragma once
 
 #include <type_traits>
