@@ -131,34 +131,52 @@ TEST(AttentionTiles, StagesFollowTheDeviceSharedMemory) {
   }
 }
 
-// The schedule of a portable device (here an sm_89-like one, described by
-// hand: nothing below touches a GPU) takes the generic indexer for a shape
-// the Hopper path would run on tensor cores, and compact attention tiles.
-TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
-  LayerConfig c;
-  c.num_heads = 16;
-  c.num_kv_heads = 2;
-  // K = 512: the default D = 192 bf16 tile (98 KB of stages) plus its page
-  // lists no longer fits 99 KB.
-  c.topk = 512;
-  // One decode row at position 4799, 599 closed regions > K (the fields the
-  // schedule reads).
-  StepPlan plan;
-  plan.kind = StepKind::uniform;
-  plan.num_tokens = 1;
-  plan.num_requests = 1;
-  plan.query_len = 1;
-  plan.chunk_rows = 1;
-  ScoreChunk chunk;
-  chunk.rows = {0, 1};
-  chunk.columns = 599;
-  plan.chunks = {chunk};
+// An sm_89-like portable device, described by hand: nothing below touches
+// a GPU.
+cuda_testing::DeviceInfo sm89_device() {
   cuda_testing::DeviceInfo device;
   device.sm_count = 84;
   device.major = 8;
   device.minor = 9;
   device.max_smem_per_block = kSm89Smem;
   device.path = cuda_testing::KernelPath::portable;
+  return device;
+}
+
+// A uniform decode step of `requests` rows at `closed` closed regions (the
+// fields the schedule reads), in one scoring chunk.
+StepPlan decode_plan(int32_t requests, int32_t closed) {
+  StepPlan plan;
+  plan.kind = StepKind::uniform;
+  plan.num_tokens = requests;
+  plan.num_requests = requests;
+  plan.query_len = 1;
+  plan.chunk_rows = requests;
+  ScoreChunk chunk;
+  chunk.rows = {0, requests};
+  chunk.columns = closed;
+  plan.chunks = {chunk};
+  return plan;
+}
+
+// Two KV groups of eight query heads (the other fields their defaults).
+LayerConfig g2_h16() {
+  LayerConfig c;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  return c;
+}
+
+// The schedule of a portable device takes the generic indexer for a shape
+// the Hopper path would run on tensor cores, and compact attention tiles.
+TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
+  LayerConfig c = g2_h16();
+  // K = 512: the default D = 192 bf16 tile (98 KB of stages) plus its page
+  // lists no longer fits 99 KB.
+  c.topk = 512;
+  // One decode row at position 4799, 599 closed regions > K.
+  const StepPlan plan = decode_plan(1, 599);
+  const cuda_testing::DeviceInfo device = sm89_device();
   const LayerSchedule s = cuda_testing::schedule_layer(device, plan, c);
   EXPECT_EQ(s.indexer, IndexerPath::generic);
   EXPECT_EQ(s.attention_stages, cuda_testing::attention_compact_stages(false));
@@ -180,25 +198,9 @@ TEST(PortableSchedule, GenericIndexerAndCompactTiles) {
 // scoring chunk. Verify steps and chunked steps keep its own launch, which
 // runs before the indexer.
 TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
-  LayerConfig c;
-  c.num_heads = 16;
-  c.num_kv_heads = 2;
-  StepPlan plan;
-  plan.kind = StepKind::uniform;
-  plan.num_requests = 2;
-  plan.query_len = 1;
-  plan.num_tokens = 2;
-  plan.chunk_rows = 2;
-  ScoreChunk chunk;
-  chunk.rows = {0, 2};
-  chunk.columns = 599;
-  plan.chunks = {chunk};
-  cuda_testing::DeviceInfo device;
-  device.sm_count = 84;
-  device.major = 8;
-  device.minor = 9;
-  device.max_smem_per_block = kSm89Smem;
-  device.path = cuda_testing::KernelPath::portable;
+  const LayerConfig c = g2_h16();
+  const StepPlan plan = decode_plan(2, 599);
+  const cuda_testing::DeviceInfo device = sm89_device();
   EXPECT_TRUE(cuda_testing::schedule_layer(device, plan, c).cache_update_in_select);
 
   StepPlan verify = plan;  // rows 4r..4r+3 of request r: the later ones may
@@ -210,7 +212,7 @@ TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
 
   StepPlan chunked = plan;  // two scoring chunks: two select launches, the
   chunked.chunk_rows = 1;   // fold is made for one
-  chunked.chunks = {chunk, chunk};
+  chunked.chunks = {plan.chunks[0], plan.chunks[0]};
   chunked.chunks[0].rows = {0, 1};
   chunked.chunks[1].rows = {1, 2};
   EXPECT_FALSE(cuda_testing::schedule_layer(device, chunked, c).cache_update_in_select);
