@@ -221,6 +221,22 @@ TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
   swa.kind = LayerKind::swa;
   EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, swa).cache_update_in_select);
 }
+
+// Programmatic dependent launch (griddepcontrol) exists from sm_90: the
+// CSA schedule asks for it there, and never for SWA layers.
+TEST(Schedule, ProgrammaticLaunchFromSm90) {
+  const LayerConfig c = g2_h16();
+  const StepPlan plan = decode_plan(2, 599);
+  cuda_testing::DeviceInfo device = sm89_device();
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, c).programmatic_launch);
+  device.major = 9;
+  device.minor = 0;
+  device.max_smem_per_block = kSm90Smem;
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, plan, c).programmatic_launch);
+  LayerConfig swa = c;
+  swa.kind = LayerKind::swa;
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, swa).programmatic_launch);
+}
 #endif
 
 }  // namespace

@@ -181,7 +181,8 @@ class CudaBackend final : public Backend {
     activate();
     const auto columns = static_cast<int32_t>(scores.present() ? scores.shape[2] : 0);
     launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores, columns,
-                                /*row_max=*/nullptr, selected, SelectCacheWork{}, nullptr),
+                                /*row_max=*/nullptr, selected, SelectCacheWork{},
+                                /*programmatic_launch=*/false, nullptr),
                   to_cuda_stream(stream));
   }
 

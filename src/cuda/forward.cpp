@@ -164,7 +164,7 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     cache_work.kv = fold && write_kv ? &kv : nullptr;
     cache_work.summarize = fold && summarize;
     launch_select(select_params(config, rows, chunk.rows, scores, chunk.columns, row_max, selected,
-                                cache_work, status),
+                                cache_work, schedule.programmatic_launch, status),
                   stream);
 
     AttentionTarget target;

@@ -128,6 +128,10 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
     // before p: with one query row per request none of them closes in this
     // step, so the summaries need not precede the indexer.
     s.cache_update_in_select = plan.chunks.size() == 1 && max_rows_per_request(plan) <= 1;
+    // sm_90 (griddepcontrol): a dependent kernel's CTAs take the SMs the
+    // indexer's and selection's CTAs leave, instead of waiting for the whole
+    // grid to end and the next launch to start.
+    s.programmatic_launch = device.major >= 9;
   }
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

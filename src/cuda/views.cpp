@@ -236,6 +236,7 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   p.pad_row_end = target.pad_end;
   p.guard = {kv.num_blocks, block_table_cols(step), status};
   p.zero_padding_rows = target.zero_padding_rows;
+  p.programmatic_launch = schedule.programmatic_launch;
   if (target.row_list != nullptr) {
     p.row_list = target.row_list;
     p.num_rows = target.list_rows;
@@ -262,7 +263,8 @@ TileAttentionParams tile_attention_params(const LayerConfig& config, const Layer
 
 SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
                            TensorView scores, int32_t columns, uint32_t* row_max,
-                           TensorView selected, const SelectCacheWork& cache, uint32_t* status) {
+                           TensorView selected, const SelectCacheWork& cache,
+                           bool programmatic_launch, uint32_t* status) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -279,6 +281,7 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.write_kv = cache.kv != nullptr;
   if (cache.kv != nullptr) p.kv = *cache.kv;
   p.kv_fp8 = config.kv_dtype == DType::fp8_e4m3;
+  p.programmatic_launch = programmatic_launch;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

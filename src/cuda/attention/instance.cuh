@@ -8,6 +8,7 @@
 #include "cuda/attention/instances.h"
 #include "cuda/attention/paged_kernel.cuh"
 #include "cuda/common/check.h"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/smem_limit.h"
 
 namespace step5::cuda::attn {
@@ -22,8 +23,10 @@ void launch_variant(const PagedAttentionParams& p, int num_splits, cudaStream_t 
                                                                    : &paged_attention_kernel<T, 2>;
   allow_max_smem(kernel);
   const int64_t ctas = p.num_rows * p.num_kv_heads * num_splits;
-  kernel<<<static_cast<unsigned>(ctas), attention_threads(), smem, stream>>>(
-      p, num_splits, static_cast<int32_t>(max_pages), static_cast<int32_t>(table_pages));
+  STEP5_CUDA_CHECK(launch_kernel(kernel, dim3(static_cast<unsigned>(ctas)),
+                                 dim3(attention_threads()), smem, stream, p.programmatic_launch, p,
+                                 num_splits, static_cast<int32_t>(max_pages),
+                                 static_cast<int32_t>(table_pages)));
   check_launch("paged_attention_kernel");
 }
 

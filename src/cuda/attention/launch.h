@@ -114,6 +114,9 @@ struct PagedAttentionParams {
   DeviceGuard guard;
   // Rows of padding requests (rows.h) come out as zeros; false leaves them.
   bool zero_padding_rows = true;
+  // Launched with programmatic stream serialization (the kernel waits for
+  // the previous one first either way).
+  bool programmatic_launch = false;
 };
 
 // Computes params.num_rows rows of attention into params.output (and zeroes

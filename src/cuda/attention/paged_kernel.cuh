@@ -17,6 +17,7 @@
 #include "cuda/attention/ptx.cuh"
 #include "cuda/attention/row_fragments.cuh"
 #include "cuda/attention/tiles.h"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/rows.h"
 
 namespace step5::cuda::attn {
@@ -84,6 +85,9 @@ __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
                            int32_t table_pages) {
   constexpr int D = T::kDim;
+  // Launched programmatically (after the selection), nothing is read or
+  // written before the previous grid has ended.
+  wait_for_previous_grid();
   // Heads per group: 1..8 (kNT = 1) or 9..16 (kNT = 2), the N side.
   const int hpg = p.num_heads / p.num_kv_heads;
   constexpr int kWarps = attention_warps();

@@ -25,6 +25,7 @@
 
 #include "cuda/attention/ptx.cuh"
 #include "cuda/common/numerics.cuh"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/score_key.cuh"
 #include "cuda/indexer/tc_stage.cuh"
 
@@ -191,6 +192,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   (void)p;
   __trap();
 #else
+  // The selection launched after this one (programmatically) may place its
+  // CTAs as these end; it waits for the whole grid before reading.
+  allow_next_grid();
   constexpr bool kFp8 = Storage::kFp8;
   constexpr int M = mtiles(N);
   constexpr int kRegions = tile_regions(N);

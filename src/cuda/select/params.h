@@ -47,7 +47,10 @@ struct SelectParams {
   KvWriteParams kv;     // used when write_kv
   bool summarize = false;
   bool summary_fp8 = false;  // summary_dtype is fp8_e4m3 (else bf16)
-  DeviceGuard guard;         // status only
+  // Launched with programmatic stream serialization (the kernel waits for
+  // the previous one first either way).
+  bool programmatic_launch = false;
+  DeviceGuard guard;  // status only
 };
 
 void launch_select(const SelectParams& params, cudaStream_t stream);

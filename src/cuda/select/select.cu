@@ -1,5 +1,6 @@
 #include "core/check.h"
 #include "cuda/common/check.h"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/smem_limit.h"
 #include "cuda/select/select.cuh"
 
@@ -21,7 +22,8 @@ void launch_with(const SelectParams& params, cudaStream_t stream) {
   auto* kernel = select_kernel<kThreads>;
   const size_t smem = static_cast<size_t>(select_list_capacity(params.columns)) * 8u;
   allow_max_smem(kernel);
-  kernel<<<grid, kThreads, smem, stream>>>(params);
+  STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
+                                 params.programmatic_launch, params));
   check_launch("select_kernel");
 }
 }  // namespace

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "cuda/common/dispatch.h"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
@@ -101,6 +102,11 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   const int32_t capacity = select_list_capacity(p.columns);
   int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
+  // Launched programmatically, the CTA may run next to the indexer's last
+  // CTAs: nothing is read or written before that grid has ended. The
+  // attention launch after this one may then place its CTAs as these end.
+  wait_for_previous_grid();
+  allow_next_grid();
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
   if (local_row >= p.num_rows) {

@@ -1,0 +1,49 @@
+// Programmatic dependent launch (sm_90): a kernel launched with
+// programmatic stream serialization may start its CTAs while the kernel
+// before it in the stream is still running, once every CTA of that kernel
+// has allowed it (allow_next_grid) or exited; it must wait for that
+// kernel's completion and memory (wait_for_previous_grid) before reading
+// or writing anything the earlier kernels touch. Launched normally, both
+// are no-ops. Older targets (the compute_80 PTX) compile them away.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace step5::cuda {
+
+#if defined(__CUDACC__)
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#endif
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...), with
+// programmatic stream serialization when `programmatic` (the kernel then
+// calls wait_for_previous_grid first).
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, bool programmatic, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace step5::cuda
