@@ -43,7 +43,11 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   attribute[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
   config.attrs = attribute;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  // A failed launch is reported here; it is not left for the next launch's
+  // cudaGetLastError (check_launch) to find.
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  return status;
 }
 
 }  // namespace step5::cuda
