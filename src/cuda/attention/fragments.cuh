@@ -94,23 +94,6 @@ __device__ __forceinline__ uint32_t v_fp8_ldmatrix_addr(const unsigned char* row
   return smem_addr(rows + stage_chunk_offset<T>((mi & 1) * 8 + ri, T::kDim / 16 + m + (mi >> 1)));
 }
 
-// Q of the group's `heads` heads as A fragments; rows >= heads are zero.
-template <class T>
-__device__ __forceinline__ void load_q(const uint16_t* q, int64_t head_stride, int heads, int lane,
-                                       uint32_t (&qf)[T::kDim / 16][4]) {
-  const int r0 = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int kk = 0; kk < T::kDim / 16; ++kk) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = r0 + (i & 1) * 8;
-      const int col = fragment_column<T>(kk, i, t);
-      qf[kk][i] =
-          row < heads ? __ldg(reinterpret_cast<const uint32_t*>(q + row * head_stride + col)) : 0u;
-    }
-  }
-}
-
 // fp8 KV: converts Q's fragments (bf16) to f16 when every row, scaled by a
 // power of two, is exact in f16; then `row_scale` undoes the scale of rows
 // r0 (0) and r0 + 8 (1). Decided per warp (every warp holds the same Q).
@@ -207,19 +190,24 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
 // Scale of P in the fp8 P V product (see above).
 constexpr float kFp8PScale = 256.0f;
 
-// P (the S accumulators after the softmax) as the A fragment of P V:
-// bf16, or f16 of P times kFp8PScale for fp8 KV.
+// Two probabilities as one register of the P operand of P V: bf16, or f16
+// of p times kFp8PScale for fp8 KV (the row kernel's P^T as well).
+template <class T>
+__device__ __forceinline__ uint32_t pack_p_pair(float lo, float hi) {
+  if constexpr (T::kIsFp8) {
+    const __half2 h = __floats2half2_rn(lo * kFp8PScale, hi * kFp8PScale);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    return pack_bf16x2(lo, hi);
+  }
+}
+
+// P (the S accumulators after the softmax) as the A fragment of P V.
 template <class T>
 __device__ __forceinline__ void pack_p(const float (&s)[2][4], uint32_t (&pa)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float lo = s[i / 2][2 * (i % 2)], hi = s[i / 2][2 * (i % 2) + 1];
-    if constexpr (T::kIsFp8) {
-      const __half2 h = __floats2half2_rn(lo * kFp8PScale, hi * kFp8PScale);
-      pa[i] = *reinterpret_cast<const uint32_t*>(&h);
-    } else {
-      pa[i] = pack_bf16x2(lo, hi);
-    }
+    pa[i] = pack_p_pair<T>(s[i / 2][2 * (i % 2)], s[i / 2][2 * (i % 2) + 1]);
   }
 }
 

@@ -29,6 +29,7 @@
 
 #include "cuda/attention/fragments.cuh"
 #include "cuda/attention/ptx.cuh"
+#include "cuda/attention/softmax.cuh"
 #include "cuda/common/numerics.cuh"
 
 namespace step5::cuda::attn {
@@ -204,8 +205,7 @@ __device__ __forceinline__ void kq_step(const unsigned char* rows, int lane,
 // and g + 8) is tmax[nt][e]: reduces tmax over the 8 lanes of the head,
 // moves the running maximum m, rescales the lane's part of the running sum
 // l and, when some head's maximum moved, the accumulators (alpha is exactly
-// 1 otherwise). m_use: what to subtract from the new logits before exp2,
-// the new maximum or 0 for a head with no key yet (as softmax.cuh).
+// 1 otherwise). m_use: as advance_running_max (softmax.cuh).
 template <int D, int kNT>
 __device__ __forceinline__ void move_running_max_cols(float (&tmax)[kNT][2], float (&m)[kNT][2],
                                                       float (&l)[kNT][2],
@@ -221,10 +221,7 @@ __device__ __forceinline__ void move_running_max_cols(float (&tmax)[kNT][2], flo
       x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 4));
       x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 8));
       x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 16));
-      const float m_new = fmaxf(m[nt][e], x);
-      alpha[nt][e] = m_new == -INFINITY ? 1.0f : exp2f(m[nt][e] - m_new);
-      m_use[nt][e] = m_new == -INFINITY ? 0.0f : m_new;
-      m[nt][e] = m_new;
+      advance_running_max(m[nt][e], x, alpha[nt][e], m_use[nt][e]);
       l[nt][e] *= alpha[nt][e];
       moved = moved || alpha[nt][e] != 1.0f;
     }
@@ -250,15 +247,7 @@ __device__ __forceinline__ void pack_pt(const float (&s)[kNT][4], uint32_t (&pb)
   for (int nt = 0; nt < kNT; ++nt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float lo = s[nt][2 * h], hi = s[nt][2 * h + 1];
-      uint32_t x;
-      if constexpr (T::kIsFp8) {
-        const __half2 v = __floats2half2_rn(lo * kFp8PScale, hi * kFp8PScale);
-        x = *reinterpret_cast<const uint32_t*>(&v);
-      } else {
-        x = pack_bf16x2(lo, hi);
-      }
-      pb[nt][h] = movmatrix_trans(x);
+      pb[nt][h] = movmatrix_trans(pack_p_pair<T>(s[nt][2 * h], s[nt][2 * h + 1]));
     }
   }
 }
