@@ -206,8 +206,9 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
       indexer_smem_layout(N, p.index_dim, kFp8 ? 1 : 2, p.rows.num_requests, p.consumers, p.stages);
   int32_t* prefix = reinterpret_cast<int32_t*>(base + L.prefix);
   int32_t* cmax = reinterpret_cast<int32_t*>(base + L.cmax);
+  RequestRows* requests = reinterpret_cast<RequestRows*>(base + L.requests);
   const int32_t R = p.rows.num_requests;
-  build_work_table(p, kRegions, prefix, cmax);
+  build_work_table(p, kRegions, prefix, cmax, requests);
   const int32_t total = prefix[R];
   const int32_t begin = static_cast<int32_t>(int64_t{total} * blockIdx.x / gridDim.x);
   const int32_t end = static_cast<int32_t>(int64_t{total} * (blockIdx.x + 1) / gridDim.x);
@@ -278,7 +279,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
         warpgroup_sync(bar_id);  // every warp's keys are in row_max
         flush_row_max<N>(p, L, own, tid);
       }
-      use_f16 = stage_block<N>(p, L, own, cur, kFp8, tid, bar_id);
+      use_f16 = stage_block<N>(p, L, own, requests, cur, kFp8, tid, bar_id);
       staged = cur;
     }
     bulk::wait(pipe.full_bar(read.stage), read.phase);  // tile `index` landed

@@ -70,6 +70,7 @@ struct IndexerSmem {
   uint32_t empty;            // u64 [stages]: mbarrier of each stage, complete when it was read
   uint32_t prefix;           // i32 [R + 1]: work tiles before request r
   uint32_t cmax;             // i32 [R]: regions the request's rows need scored
+  uint32_t requests;         // RequestRows [R]: each request's rows in the launch
   uint32_t total;            // bytes from the aligned base
   uint32_t tile_bytes;
 };
@@ -100,7 +101,8 @@ __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index
   s.empty = s.full + static_cast<uint32_t>(stages) * 8u;
   s.prefix = s.empty + static_cast<uint32_t>(stages) * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
-  s.total = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
+  s.requests = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
+  s.total = align_to(s.requests + static_cast<uint32_t>(num_requests) * 12u, 16);
   return s;
 }
 
