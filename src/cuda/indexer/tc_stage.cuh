@@ -60,8 +60,8 @@ __device__ __forceinline__ RequestRows request_rows(const IndexerParams& p, int3
 
 // Per-request work (row blocks x region tiles) and its exclusive prefix,
 // in shared memory; prefix[R] is the step's total. Each request's rows go
-// to `requests`, where block stagings read them (global loads issued while
-// the summary copies stream wait behind them).
+// to `requests`, where block stagings read them instead of loading them
+// again from global memory while the summary copies stream.
 __device__ void build_work_table(const IndexerParams& p, int regions, int32_t* prefix,
                                  int32_t* cmax, RequestRows* requests) {
   using Scan = cub::BlockScan<int32_t, kBlockThreads>;
