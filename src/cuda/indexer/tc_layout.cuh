@@ -46,6 +46,14 @@ constexpr int tile_regions(int tile_n) {
   return mtiles(tile_n) * indexer_tc_tile_regions();
 }
 
+// One request's query rows in a launch, kept in shared memory
+// (IndexerSmem::requests).
+struct RequestRows {
+  int32_t first;     // first step row of the request inside the launch's rows
+  int32_t count;     // its rows inside the launch's rows
+  int32_t last_pos;  // position of the last of them
+};
+
 // Shared memory of one CTA; byte offsets from a 1024-byte aligned base.
 // Each consumer warpgroup owns a block of its own (its staged index
 // queries and their per-slot tables), consumer_stride bytes apart, so the
@@ -102,7 +110,9 @@ __host__ __device__ inline IndexerSmem indexer_smem_layout(int tile_n, int index
   s.prefix = s.empty + static_cast<uint32_t>(stages) * 8u;
   s.cmax = s.prefix + static_cast<uint32_t>(num_requests + 1) * 4u;
   s.requests = align_to(s.cmax + static_cast<uint32_t>(num_requests) * 4u, 16);
-  s.total = align_to(s.requests + static_cast<uint32_t>(num_requests) * 12u, 16);
+  s.total = align_to(
+      s.requests + static_cast<uint32_t>(num_requests) * static_cast<uint32_t>(sizeof(RequestRows)),
+      16);
   return s;
 }
 

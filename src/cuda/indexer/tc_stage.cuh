@@ -41,13 +41,6 @@ __device__ __forceinline__ bool warpgroup_sync_and(int id, bool pred) {
   return all != 0;
 }
 
-struct RequestRows {
-  int32_t first;     // first step row of the request inside the launch's rows
-  int32_t count;     // its rows inside the launch's rows
-  int32_t last_pos;  // position of the last of them
-};
-static_assert(sizeof(RequestRows) == 12, "IndexerSmem::requests holds 12 bytes per request");
-
 __device__ __forceinline__ RequestRows request_rows(const IndexerParams& p, int32_t r) {
   const int32_t qs = __ldg(p.rows.query_start_loc + r);
   const int32_t qe = __ldg(p.rows.query_start_loc + r + 1);
