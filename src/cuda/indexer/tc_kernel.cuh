@@ -113,34 +113,84 @@ __device__ __forceinline__ void mainloop(const unsigned char* stage, int row_byt
   wgmma::wait_group<0>();
 }
 
+// What the epilogue reads of one slot: its closed count, its scores row,
+// and its heads' weights and query scales.
+struct SlotValues {
+  int32_t closed;
+  int64_t out;
+  float weight[indexer_tc_heads()];
+  float qscale[indexer_tc_heads()];
+};
+
+__device__ __forceinline__ SlotValues load_slot(const IndexerSmem& L, const unsigned char* base,
+                                                int slots, int slot) {
+  SlotValues v;
+  v.closed = reinterpret_cast<const int32_t*>(base + L.closed)[slot];
+  v.out = reinterpret_cast<const int64_t*>(base + L.out_row)[slot];
+#pragma unroll
+  for (int h = 0; h < indexer_tc_heads(); ++h) {
+    v.weight[h] = reinterpret_cast<const float*>(base + L.weight)[h * slots + slot];
+    v.qscale[h] = reinterpret_cast<const float*>(base + L.qscale)[h * slots + slot];
+  }
+  return v;
+}
+
+// The slots a consumer thread serves (8 jj + 2 t + e), read by every tile's
+// epilogue. Up to N = 32 (two slots, 22 registers) they stay in registers
+// from the block's staging on; beyond that each tile reads them from the
+// staged tables in shared memory.
+template <int N>
+constexpr bool slots_in_registers() {
+  return N <= 32;
+}
+
+template <int N, bool kResident = slots_in_registers<N>()>
+struct ThreadSlots {
+  static constexpr int P = N / indexer_tc_heads();
+  SlotValues v[P / 8][2];
+  __device__ void load(const IndexerSmem& L, const unsigned char* base, int lane) {
+#pragma unroll
+    for (int jj = 0; jj < P / 8; ++jj) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) v[jj][e] = load_slot(L, base, P, 8 * jj + 2 * (lane % 4) + e);
+    }
+  }
+  __device__ SlotValues at(const IndexerSmem&, const unsigned char*, int, int jj, int e) const {
+    return v[jj][e];
+  }
+};
+
+template <int N>
+struct ThreadSlots<N, false> {
+  static constexpr int P = N / indexer_tc_heads();
+  __device__ void load(const IndexerSmem&, const unsigned char*, int) {}
+  __device__ SlotValues at(const IndexerSmem& L, const unsigned char* base, int lane, int jj,
+                           int e) const {
+    return load_slot(L, base, P, 8 * jj + 2 * (lane % 4) + e);
+  }
+};
+
 // The weighted-ReLU reduction of a tile: writes the scores of the slots'
 // rows below their closed count and raises the thread's best order key per
 // (jj, e) slot, kept in registers for the whole block (gather_row_max).
 template <int N, int M>
 __device__ __forceinline__ void epilogue(const IndexerParams& p, const IndexerSmem& L,
-                                         const unsigned char* base, int32_t first_region, int warp,
-                                         int lane, const float (&acc)[M][N / 2],
+                                         const unsigned char* base, const ThreadSlots<N>& slots,
+                                         int32_t first_region, int warp, int lane,
+                                         const float (&acc)[M][N / 2],
                                          uint32_t (&best)[N / indexer_tc_heads() / 8][2]) {
   constexpr int P = N / indexer_tc_heads();
   constexpr int H = indexer_tc_heads();
-  const int g = lane / 4, t = lane % 4;
-  const float* weight = reinterpret_cast<const float*>(base + L.weight);
-  const float* qscale = reinterpret_cast<const float*>(base + L.qscale);
-  const int32_t* closed = reinterpret_cast<const int32_t*>(base + L.closed);
-  const int64_t* out_row = reinterpret_cast<const int64_t*>(base + L.out_row);
+  const int g = lane / 4;
 #pragma unroll
   for (int jj = 0; jj < P / 8; ++jj) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const int slot = 8 * jj + 2 * t + e;
-      const int32_t c = closed[slot];
-      const int64_t out = out_row[slot];
-      float w[H], q[H];
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        w[h] = weight[h * P + slot];
-        q[h] = qscale[h * P + slot];
-      }
+      const SlotValues sv = slots.at(L, base, lane, jj, e);
+      const int32_t c = sv.closed;
+      const int64_t out = sv.out;
+      const float* w = sv.weight;
+      const float* q = sv.qscale;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
 #pragma unroll
@@ -269,6 +319,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   Cursor cur;  // the tile at `index` (none when the share has no tile for c)
   if (begin + c < end) cur = Cursor::at(prefix, cmax, R, kRegions, begin + c);
   Cursor staged;  // request -1: nothing staged yet
+  ThreadSlots<N> slots;  // of the staged block
   bool use_f16 = false;
   StageCursor read;
   for (int k = 0; k < c; ++k) read.advance(stages);
@@ -280,6 +331,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
         flush_row_max<N>(p, L, own, tid);
       }
       use_f16 = stage_block<N>(p, L, own, requests, cur, kFp8, tid, bar_id);
+      slots.load(L, own, lane);
       staged = cur;
     }
     bulk::wait(pipe.full_bar(read.stage), read.phase);  // tile `index` landed
@@ -298,7 +350,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
       mainloop<N, M, kFp8, false>(stage, row_bytes, row0, lane % 4, atoms, query_addr, acc);
     }
     bulk::arrive(pipe.empty_bar(read.stage));  // this thread's reads of the stage are done
-    epilogue<N, M>(p, L, own, cur.tile * kRegions, warp, lane, acc, best);
+    epilogue<N, M>(p, L, own, slots, cur.tile * kRegions, warp, lane, acc, best);
     for (int k = 0; k < p.consumers; ++k) {
       cur.advance(prefix, cmax, R, kRegions);
       read.advance(stages);
