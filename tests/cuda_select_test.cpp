@@ -1,0 +1,160 @@
+// select_regions of the cuda backend on crafted scores, against an exact
+// top K on the host (larger score first, ties to the lower region, then
+// ascending). The scores are chosen to drive every way the kernel finds a
+// row's K-th score: a sampled floor that holds (random scores), a sample
+// that misrepresents its row (every sampled region scores high, so the
+// floor keeps fewer than K and the exact histogram decides), massive ties
+// (more regions at the K-th score than shared memory holds: radix passes
+// over global memory), moderate ties with +0 and -0, and rows of at most K
+// regions. Both kernel instances run: score columns above and below 2,048.
+// Without a usable GPU the tests are skipped visibly.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "step5/attention.h"
+#include "step5/testing/device_memory.h"
+#include "step5/testing/step_buffers.h"
+
+namespace step5 {
+namespace {
+
+bool gpu_usable(std::string& why) {
+  try {
+    make_backend(BackendKind::cuda);
+    return true;
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
+}
+
+enum class Pattern { random, sample_high, four_values, quantized };
+constexpr Pattern kPatterns[] = {Pattern::random, Pattern::sample_high, Pattern::four_values,
+                                 Pattern::quantized};
+
+float crafted_score(Pattern pattern, int32_t j, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  switch (pattern) {
+    case Pattern::random: return 2.0f * unit(rng) - 1.0f;
+    case Pattern::sample_high:
+      // The kernel samples regions 32 i .. 32 i + 3 (select/bins.h).
+      return (j % 32 < 4 ? 4.0f : 1.0f) + unit(rng);
+    case Pattern::four_values: return static_cast<float>(rng() % 4);
+    case Pattern::quantized: {
+      const float x = std::round((8.0f * unit(rng) - 4.0f) * 8.0f) / 8.0f;
+      return x == 0.0f && (rng() & 1) ? -0.0f : x;
+    }
+  }
+  return 0.0f;
+}
+
+// The exact selection of one row: K best of C (ties to the lower region),
+// ascending, -1 padded; every region when C <= K.
+std::vector<int32_t> exact_top_k(const float* scores, int32_t C, int32_t K) {
+  std::vector<int32_t> order(static_cast<size_t>(C));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+  order.resize(static_cast<size_t>(std::min(C, K)));
+  std::sort(order.begin(), order.end());
+  order.resize(static_cast<size_t>(K), -1);
+  return order;
+}
+
+// One decode row per request at the given sequence lengths, G = 4 groups
+// (one pattern each), score columns `columns` (>= every row's C).
+void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_t columns) {
+  LayerConfig c;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.head_size = 64;
+  c.topk = K;
+  const int64_t G = c.num_kv_heads, R = static_cast<int64_t>(lens.size());
+  const std::unique_ptr<Backend> gpu = make_backend(BackendKind::cuda);
+
+  sim::StepHost h;
+  h.max_blocks = (*std::max_element(lens.begin(), lens.end()) + c.block_size - 1) / c.block_size;
+  h.query_start_loc.push_back(0);
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t len = lens[static_cast<size_t>(r)];
+    h.query_start_loc.push_back(h.query_start_loc.back() + 1);
+    h.seq_lens.push_back(len);
+    h.ring_index.push_back(static_cast<int32_t>(r));
+    for (int32_t b = 0; b < h.max_blocks; ++b) {
+      h.block_table.push_back(static_cast<int32_t>(r * h.max_blocks + b));
+    }
+    const int64_t block = r * h.max_blocks + (len - 1) / c.block_size;
+    h.slot_mapping.push_back(block * c.block_size + (len - 1) % c.block_size);
+  }
+  sim::StepBuffers step(Device::cuda, h, R);
+  const StepPlan plan = gpu->plan(step.desc, {c});
+
+  std::mt19937_64 rng(20261204u + static_cast<uint64_t>(K));
+  std::vector<float> scores(static_cast<size_t>(R * G * columns),
+                            -std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t C = (lens[static_cast<size_t>(r)] - 1) / 8;
+    for (int64_t g = 0; g < G; ++g) {
+      float* row = scores.data() + (r * G + g) * columns;
+      for (int32_t j = 0; j < C; ++j) {
+        row[j] = crafted_score(kPatterns[g], j, rng);
+      }
+    }
+  }
+  const sim::DeviceBuffer scores_dev = sim::DeviceBuffer::from(Device::cuda, scores);
+  // Poisoned, so an entry the kernel leaves unwritten fails.
+  const sim::DeviceBuffer selected = sim::DeviceBuffer::from(
+      Device::cuda, std::vector<int32_t>(static_cast<size_t>(R * G * K), 0x7f7f7f7f));
+  gpu->select_regions(
+      c, step.desc, plan, {0, R},
+      TensorView::contiguous(scores_dev.data(), DType::f32, {R, G, columns}, Device::cuda),
+      TensorView::contiguous(selected.data(), DType::i32, {R, G, K}, Device::cuda), nullptr);
+  sim::synchronize(Device::cuda);
+  const std::vector<int32_t> got = selected.to_vector<int32_t>(static_cast<size_t>(R * G * K));
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t C = (lens[static_cast<size_t>(r)] - 1) / 8;
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<int32_t> want = exact_top_k(scores.data() + (r * G + g) * columns, C, K);
+      const std::vector<int32_t> row(got.begin() + (r * G + g) * K,
+                                     got.begin() + (r * G + g + 1) * K);
+      int32_t first_difference = -1;
+      for (int32_t i = 0; i < K && first_difference < 0; ++i) {
+        if (row[static_cast<size_t>(i)] != want[static_cast<size_t>(i)]) first_difference = i;
+      }
+      ASSERT_EQ(first_difference, -1)
+          << "K " << K << ", row " << r << " (C " << C << "), pattern " << g << ": entry "
+          << first_difference << " is " << row[static_cast<size_t>(first_difference)] << ", want "
+          << want[static_cast<size_t>(first_difference)];
+    }
+  }
+}
+
+#define STEP5_REQUIRE_GPU()                                                                    \
+  do {                                                                                         \
+    std::string why;                                                                           \
+    if (!gpu_usable(why)) GTEST_SKIP() << "no usable GPU: CUDA tests skipped (" << why << ")"; \
+  } while (0)
+
+// Score columns above 2,048: the 512-thread instance; rows of 300 (<= K),
+// 2,500 (the exact histogram) and 9,001 and 16,385 regions (sampled).
+TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
+}
+
+// Score columns up to 2,048: the 128-thread instance (rows too short to
+// be sampled); rows of 40 (<= K), 200 and 2,000 regions.
+TEST(CudaSelect, ExactOnCraftedScoresShortRows) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(64, {321, 1601, 16001}, 2000);
+}
+
+}  // namespace
+}  // namespace step5
