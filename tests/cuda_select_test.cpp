@@ -1,13 +1,12 @@
 // select_regions of the cuda backend on crafted scores, against an exact
 // top K on the host (larger score first, ties to the lower region, then
-// ascending). The scores are chosen to drive every way the kernel finds a
-// row's K-th score: a sampled floor that holds (random scores), a sample
-// that misrepresents its row (every sampled region scores high, so the
-// floor keeps fewer than K and the exact histogram decides), massive ties
-// (more regions at the K-th score than shared memory holds: radix passes
-// over global memory), moderate ties with +0 and -0, and rows of at most K
-// regions. Both kernel instances run: score columns above and below 2,048.
-// Without a usable GPU the tests are skipped visibly.
+// ascending). The scores drive the ways the kernel finds a row's K-th
+// score: random scores (the threshold bin's few candidates), a periodic
+// pattern (every 32nd to 35th region high), massive ties (more regions at
+// the K-th score than shared memory holds: radix passes over global
+// memory), and moderate ties with +0 and -0; rows of at most K regions take
+// every region. Both kernel instances run: score columns above and below
+// 2,048. Without a usable GPU the tests are skipped visibly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,17 +34,15 @@ bool gpu_usable(std::string& why) {
   }
 }
 
-enum class Pattern { random, sample_high, four_values, quantized };
-constexpr Pattern kPatterns[] = {Pattern::random, Pattern::sample_high, Pattern::four_values,
+enum class Pattern { random, periodic, four_values, quantized };
+constexpr Pattern kPatterns[] = {Pattern::random, Pattern::periodic, Pattern::four_values,
                                  Pattern::quantized};
 
 float crafted_score(Pattern pattern, int32_t j, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   switch (pattern) {
     case Pattern::random: return 2.0f * unit(rng) - 1.0f;
-    case Pattern::sample_high:
-      // The kernel samples regions 32 i .. 32 i + 3 (select/bins.h).
-      return (j % 32 < 4 ? 4.0f : 1.0f) + unit(rng);
+    case Pattern::periodic: return (j % 32 < 4 ? 4.0f : 1.0f) + unit(rng);
     case Pattern::four_values: return static_cast<float>(rng() % 4);
     case Pattern::quantized: {
       const float x = std::round((8.0f * unit(rng) - 4.0f) * 8.0f) / 8.0f;
@@ -143,14 +140,14 @@ void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_
   } while (0)
 
 // Score columns above 2,048: the 512-thread instance; rows of 300 (<= K),
-// 2,500 (the exact histogram) and 9,001 and 16,385 regions (sampled).
+// 2,500, 9,001 and 16,385 regions.
 TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
 }
 
-// Score columns up to 2,048: the 128-thread instance (rows too short to
-// be sampled); rows of 40 (<= K), 200 and 2,000 regions.
+// Score columns up to 2,048: the 128-thread instance; rows of 40 (<= K),
+// 200 and 2,000 regions.
 TEST(CudaSelect, ExactOnCraftedScoresShortRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(64, {321, 1601, 16001}, 2000);

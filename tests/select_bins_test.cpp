@@ -77,38 +77,5 @@ TEST(SelectBins, FloorIsWhereEachBinStarts) {
   }
 }
 
-// The sample is regions 32 i .. 32 i + 3 (what the kernel loads), and a
-// sampled row's need is within its sample, above the sample's share of K,
-// and leaves a list that fits.
-TEST(SelectSample, CountAndNeed) {
-  for (int32_t C = 0; C < 300; ++C) {
-    int32_t brute = 0;
-    for (int32_t j = 0; j < C; ++j) brute += j % 32 < 4 ? 1 : 0;
-    ASSERT_EQ(cuda_testing::select_sample_count(C), brute) << "C " << C;
-  }
-  for (int32_t K : {1, 4, 16, 64, 512, 2048}) {
-    for (int32_t C : {K, 4 * K - 1, 4 * K, 2500, 16385, 131072, 1 << 20}) {
-      for (int32_t capacity : {256, 2048, 6144}) {
-        const int32_t samples = cuda_testing::select_sample_count(C);
-        const int32_t need = cuda_testing::select_sample_need(K, samples, C, capacity);
-        if (C < 4 * K) {
-          EXPECT_EQ(need, 0) << "K " << K << " C " << C;
-        }
-        if (need == 0) continue;
-        EXPECT_LE(need, samples) << "K " << K << " C " << C;
-        EXPECT_GT(int64_t{need} * C, int64_t{K} * samples) << "K " << K << " C " << C;
-        EXPECT_LE(4 * int64_t{need} * C, 3 * int64_t{capacity} * samples) << "K " << K;
-      }
-    }
-  }
-  // The decode rows the bench times: 64 of 2,048 samples expected, 112 asked.
-  EXPECT_EQ(cuda_testing::select_sample_need(512, 2048, 16384, 6144), 112);
-  // Rows under 8,192 regions are not sampled, whatever K.
-  EXPECT_EQ(
-      cuda_testing::select_sample_need(16, cuda_testing::select_sample_count(8191), 8191, 6144), 0);
-  EXPECT_GT(
-      cuda_testing::select_sample_need(16, cuda_testing::select_sample_count(8192), 8192, 6144), 0);
-}
-
 }  // namespace
 }  // namespace step5

@@ -143,16 +143,6 @@ constexpr int select_few() {
 constexpr int select_capacity() {
   return 6144;
 }
-// Rows of at least this many regions (and 4 K) find their floor from a
-// sample of an eighth of their scores (select/top_k.cuh). A sampled row
-// pays a second histogram phase (zeroing and scanning the bins of its
-// list) that a row of a few thousand scores does not earn back: sampling
-// every row of C >= 4 K made a 32K-context prefill chunk (rows of up to
-// 4,096 regions) slower, 7.86-7.87 -> 7.96-7.97 ms, while the select of a
-// 128K decode step went 23.5 -> 21.9 us (ncu, H200).
-constexpr int select_sample_min_columns() {
-  return 8192;
-}
 // Short rows (prefill chunks at short contexts: C <= 2048 score columns)
 // take CTAs of 128 threads with a list of C entries: at 8K context a
 // 512-thread CTA left three quarters of its threads without scores and

@@ -59,14 +59,6 @@ int select_bins() {
   return cuda::select_bins();
 }
 
-int32_t select_sample_count(int32_t C) {
-  return cuda::select_sample_count(C);
-}
-
-int32_t select_sample_need(int32_t K, int32_t samples, int32_t C, int32_t capacity) {
-  return cuda::select_sample_need(K, samples, C, capacity);
-}
-
 int attention_stages(bool fp8) {
   return cuda::attn::attention_stages(fp8);
 }

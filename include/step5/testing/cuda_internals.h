@@ -45,11 +45,6 @@ bool has_compact_tile(int head_size, bool fp8, bool csa);
 int select_bin(uint32_t key, uint32_t best);
 uint32_t select_bin_floor(int bin, uint32_t best);
 int select_bins();
-// The selection's sample (src/cuda/select/bins.h): how many of a row's C
-// regions it holds, and how many of them a sampled floor must leave at or
-// above it (0: the row is not sampled).
-int32_t select_sample_count(int32_t C);
-int32_t select_sample_need(int32_t K, int32_t samples, int32_t C, int32_t capacity);
 
 #if defined(STEP5_HAVE_CUDA)
 // The stages the plan takes for `config` on a GPU with `max_smem` bytes of

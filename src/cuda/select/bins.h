@@ -61,32 +61,6 @@ STEP5_SELECT_BINS_FN uint32_t select_bin_floor(int bin, uint32_t best) {
   return d_hi >= best ? 0u : best - static_cast<uint32_t>(d_hi);
 }
 
-// Regions of a row of C in the select kernel's sample (top_k.cuh): 32 i ..
-// 32 i + 3 for every i, one 16-byte vector of every 128 bytes of scores.
-STEP5_SELECT_BINS_FN int32_t select_sample_count(int32_t C) {
-  return 4 * (C / 32) + (C % 32 < 4 ? C % 32 : 4);
-}
-
-// How many of the row's `samples` the sampled floor must leave at or above
-// it: the sample's expected share of the K best, plus half of it and 16.
-// In a random sample the count above the true K-th key deviates from that
-// share by about its square root, so the margin is at least six of those
-// deviations up to shares of a few hundred; a floor that still keeps fewer
-// than K regions only costs the exact pass it tried to save. 0 when the row
-// is not sampled: fewer than 4 K or select_sample_min_columns() regions
-// (the sample would save little), or an expected list (the margin scaled
-// to the row) over 3/4 of `capacity`.
-STEP5_SELECT_BINS_FN int32_t select_sample_need(int32_t K, int32_t samples, int32_t C,
-                                                int32_t capacity) {
-  if (K <= 0 || samples <= 0 || int64_t{C} < 4 * int64_t{K} || C < select_sample_min_columns()) {
-    return 0;
-  }
-  const int64_t share = int64_t{K} * samples / C;
-  const int64_t need = share + share / 2 + 16;
-  if (need > samples || 4 * need * C > 3 * int64_t{capacity} * samples) return 0;
-  return static_cast<int32_t>(need);
-}
-
 }  // namespace step5::cuda
 
 #undef STEP5_SELECT_BINS_FN

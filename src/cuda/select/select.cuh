@@ -1,19 +1,57 @@
 // One CTA per (row, group). With C <= K closed regions the row takes all of
-// them; otherwise the K best of its scores (top_k.cuh).
+// them. Otherwise, on order keys of the scores (larger score, larger key):
+//   1. bins by distance below the row's best key (fine near the top), a
+//      histogram in shared memory, and the threshold bin that holds the
+//      K-th key;
+//   2. one ordered pass keeps every region in a bin above the threshold
+//      bin and every candidate inside it, in index order, in shared memory;
+//   3. the exact K-th key among the candidates (by counting when they are
+//      few, else radix passes) and how many regions equal to it are taken
+//      (the lowest-indexed ones);
+//   4. one ordered pass over the kept list writes the K regions ascending.
+// Bins are a monotone function of the key, so every region of a higher bin
+// beats every region of a lower one; the exact order inside the threshold
+// bin decides the rest, ties to the lower index, as the reference's stable
+// sort. When the threshold bin holds more candidates than shared memory
+// (massive ties), four radix passes and one compaction over global memory
+// decide instead.
 //
 // The launch also carries parts of the forward's cache update (params.h):
 // the ring write always, and on decode steps the K/V write (by the row
 // CTAs) and the summaries (by extra CTAs past the rows).
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/common/dispatch.h"
 #include "cuda/common/programmatic.cuh"
+#include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/params.h"
-#include "cuda/select/top_k.cuh"
+#include "cuda/select/threshold.cuh"
 #include "cuda/summaries/cache_update.cuh"
 
 namespace step5::cuda {
+
+// Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
+// key 0 with valid = false).
+template <int kItems>
+__device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_t i0, bool vector,
+                                          uint32_t (&key)[kItems]) {
+  if (vector && i0 + kItems <= C) {
+#pragma unroll
+    for (int v = 0; v < kItems / 4; ++v) {
+      const float4 x = *reinterpret_cast<const float4*>(scores + i0 + 4 * v);
+      key[4 * v] = score_key(x.x);
+      key[4 * v + 1] = score_key(x.y);
+      key[4 * v + 2] = score_key(x.z);
+      key[4 * v + 3] = score_key(x.w);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
+  }
+}
 
 // The K/V write of step row t, head g (SelectParams::write_kv), by the CTA
 // of (t, g), first thing: one vector per thread (padding rows are skipped
@@ -52,7 +90,10 @@ __device__ __forceinline__ void summarize_of_cta(const SelectParams& p, int64_t 
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     select_kernel(SelectParams p) {
+  constexpr int kItems = select_items();
+  constexpr int kBins = select_bins();
   using Shared = SelectShared<kThreads>;
+  using Scan = typename Shared::Scan;
   __shared__ Shared sh;
   // Dynamic shared memory: the kept list, select_list_capacity(p.columns)
   // keys, then as many indices.
@@ -101,31 +142,24 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = -1;
     return;
   }
-  RowTopK r;
-  r.scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
-  r.closed = closed;
-  r.topk = p.topk;
-  r.vector = reinterpret_cast<uintptr_t>(r.scores) % 16 == 0;
-  r.list_key = list_key;
-  r.list_index = list_index;
-  r.capacity = capacity - 1;  // the last entry is the sink (top_k.cuh)
-  r.out = out;
+  const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+  const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
+  constexpr int kStep = kThreads * kItems;
+  const int32_t mine = static_cast<int32_t>(threadIdx.x) * kItems;
 
   // The row's best key: from the indexer, or one pass here.
+  uint32_t best;
   if (p.row_max != nullptr) {
-    r.best = p.row_max[local_row * p.num_groups + g];
+    best = p.row_max[local_row * p.num_groups + g];
     __syncthreads();  // every thread read it before it is cleared
     if (p.clear_row_max != nullptr && threadIdx.x == 0) {
       p.clear_row_max[local_row * p.num_groups + g] = 0;
     }
   } else {
-    constexpr int kItems = select_items();
-    constexpr int kStep = kThreads * kItems;
-    const int32_t mine = static_cast<int32_t>(threadIdx.x) * kItems;
     uint32_t m = 0;
     for (int32_t base = 0; base < closed; base += kStep) {
       uint32_t key[kItems];
-      load_keys<kItems>(r.scores, closed, base + mine, r.vector, key);
+      load_keys<kItems>(scores, closed, base + mine, vector, key);
 #pragma unroll
       for (int k = 0; k < kItems; ++k) m = max(m, key[k]);
     }
@@ -134,9 +168,145 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     });
     if (threadIdx.x == 0) sh.value[2] = m;
     __syncthreads();
-    r.best = sh.value[2];
+    best = sh.value[2];
   }
-  select_top_k<kThreads>(sh, r);
+
+  // 1. Histogram of distance bins, one shared atomic per score (equal bins
+  // within a warp serialize: rows of tied scores bin slower, not wrongly;
+  // their time was not measured). The next step's scores are loaded before
+  // this step's are binned.
+  for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
+  __syncthreads();
+  {
+    uint32_t key[kItems];
+    load_keys<kItems>(scores, closed, mine, vector, key);
+    for (int32_t base = 0; base < closed; base += kStep) {
+      uint32_t next[kItems] = {};  // defined after the last step too (copied, not read)
+      if (base + kStep < closed)
+        load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
+      // Whole steps (all but the last) bin without bounds checks.
+      auto bin_step = [&](auto whole) {
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+          if (decltype(whole)::value || base + mine + k < closed) {
+            atomicAdd(&sh.hist[select_bin(key[k], best)], 1u);
+          }
+        }
+      };
+      if (base + kStep <= closed) {
+        bin_step(std::true_type{});
+      } else {
+        bin_step(std::false_type{});
+      }
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) key[k] = next[k];
+    }
+  }
+  __syncthreads();
+  find_threshold_block<kThreads, kBins, Scan>(sh.hist, static_cast<uint32_t>(p.topk), sh.cub.scan,
+                                              &sh.value[0], &sh.value[1]);
+  __syncthreads();
+  const int threshold = static_cast<int>(sh.value[0]);
+  const uint32_t above = sh.value[1];
+  const uint32_t kept = above + sh.hist[threshold];
+  uint32_t need = static_cast<uint32_t>(p.topk) - above;
+
+  uint32_t kth;
+  int32_t entries = 0;
+  if (kept <= static_cast<uint32_t>(capacity)) {
+    // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
+    // with a key >= the bin's floor.
+    const uint32_t floor_key = select_bin_floor(threshold, best);
+    uint32_t carry = 0;
+    uint32_t key[kItems];
+    load_keys<kItems>(scores, closed, mine, vector, key);
+    for (int32_t base = 0; base < closed; base += kStep) {
+      uint32_t next[kItems] = {};  // defined after the last step too (copied, not read)
+      if (base + kStep < closed)
+        load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
+      uint32_t flags = 0, count = 0;
+      const bool whole = base + kStep <= closed;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const bool keep = (whole || base + mine + k < closed) && key[k] >= floor_key;
+        flags |= keep ? 1u << k : 0u;
+        count += keep ? 1u : 0u;
+      }
+      uint32_t before = 0, total = 0;
+      __syncthreads();  // the scan storage is reused
+      Scan(sh.cub.scan).ExclusiveSum(count, before, total);
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        if ((flags >> k) & 1u) {
+          list_key[carry + before] = key[k];
+          list_index[carry + before] = base + mine + k;
+          ++before;
+        }
+      }
+      carry += total;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) key[k] = next[k];
+    }
+    entries = static_cast<int32_t>(carry);
+    __syncthreads();
+    // 3. The K-th key among the candidates of the threshold bin.
+    auto candidates = [&](auto&& visit) {
+      for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
+        const uint32_t key = list_key[i];
+        if (select_bin(key, best) == threshold) visit(key);
+      }
+    };
+    if (kept - above <= static_cast<uint32_t>(select_few())) {
+      kth = kth_among_few<kThreads>(sh, need, candidates);
+    } else {
+      kth = radix_select<kThreads>(sh, need, candidates);
+    }
+  } else {
+    // Massive ties: exact radix select over all of the row's keys in global
+    // memory (need counts from the top of the whole row).
+    need = static_cast<uint32_t>(p.topk);
+    kth = radix_select<kThreads>(sh, need, [&](auto&& visit) {
+      for (int32_t base = 0; base < closed; base += kStep) {
+        uint32_t key[kItems];
+        load_keys<kItems>(scores, closed, base + mine, vector, key);
+#pragma unroll
+        for (int k = 0; k < kItems; ++k) {
+          if (base + mine + k < closed) visit(key[k]);
+        }
+      }
+    });
+  }
+
+  // 4. Stable compaction: region j goes to (#keys > kth before j) +
+  // min(#keys == kth before j, need). Counts are packed gt << 16 | eq per
+  // step (at most kThreads * kItems < 2^16 each) and carried across steps.
+  uint32_t carry_gt = 0, carry_eq = 0;
+  auto emit = [&](uint32_t key, int32_t j, bool valid) {
+    const uint32_t flags = !valid ? 0u : key > kth ? (1u << 16) : key == kth ? 1u : 0u;
+    uint32_t exclusive = 0, total = 0;
+    __syncthreads();
+    Scan(sh.cub.scan).ExclusiveSum(flags, exclusive, total);
+    const uint32_t gt_before = carry_gt + (exclusive >> 16);
+    const uint32_t eq_before = carry_eq + (exclusive & 0xffffu);
+    if ((flags >> 16) != 0 || ((flags & 1u) != 0 && eq_before < need)) {
+      out[gt_before + min(eq_before, need)] = j;
+    }
+    carry_gt += total >> 16;
+    carry_eq += total & 0xffffu;
+  };
+  if (kept <= static_cast<uint32_t>(capacity)) {
+    for (int32_t base = 0; base < entries; base += kThreads) {
+      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+      const bool valid = i < entries;
+      emit(valid ? list_key[i] : 0u, valid ? list_index[i] : -1, valid);
+    }
+  } else {
+    for (int32_t base = 0; base < closed; base += kThreads) {
+      const int32_t j = base + static_cast<int32_t>(threadIdx.x);
+      const bool valid = j < closed;
+      emit(valid ? score_key(scores[j]) : 0u, j, valid);
+    }
+  }
 }
 
 }  // namespace step5::cuda
