@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   uint32_t best[N / indexer_tc_heads() / 8][2] = {};
   Cursor cur;  // the tile at `index` (none when the share has no tile for c)
   if (begin + c < end) cur = Cursor::at(prefix, cmax, R, kRegions, begin + c);
-  Cursor staged;  // request -1: nothing staged yet
+  Cursor staged;         // request -1: nothing staged yet
   ThreadSlots<N> slots;  // of the staged block
   bool use_f16 = false;
   StageCursor read;
