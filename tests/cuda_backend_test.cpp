@@ -14,28 +14,10 @@
 #include "step5/testing/device_memory.h"
 #include "step5/testing/sim.h"
 #include "step5/testing/step_buffers.h"
+#include "test_util.h"
 
 namespace step5 {
 namespace {
-
-// Through the public factory: it refuses with a message saying what is
-// missing (no cuda backend in this build, no driver, no GPU, one older than
-// compute capability 8.0).
-bool gpu_present(std::string& why) {
-  try {
-    make_backend(BackendKind::cuda);
-    return true;
-  } catch (const Error& e) {
-    why = e.what();
-    return false;
-  }
-}
-
-#define STEP5_REQUIRE_GPU()                                                                     \
-  do {                                                                                          \
-    std::string why;                                                                            \
-    if (!gpu_present(why)) GTEST_SKIP() << "no usable GPU: CUDA tests skipped (" << why << ")"; \
-  } while (0)
 
 void run_scenario(const LayerConfig& config, const BackendOptions& backend_options = {},
                   TileAttention tiles = TileAttention::automatic) {
@@ -69,7 +51,7 @@ TEST(CudaBackend, NoUsableGpuGivesClearError) {
   GTEST_SKIP() << "built without the cuda backend (BadInput covers that case)";
 #else
   std::string why;
-  if (gpu_present(why)) GTEST_SKIP() << "a usable GPU is present: nothing to refuse";
+  if (test::gpu_present(why)) GTEST_SKIP() << "a usable GPU is present: nothing to refuse";
   try {
     (void)make_backend(BackendKind::cuda);
     FAIL() << "make_backend(cuda) succeeded without a usable GPU";

@@ -20,19 +20,10 @@
 #include "step5/attention.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/step_buffers.h"
+#include "test_util.h"
 
 namespace step5 {
 namespace {
-
-bool gpu_usable(std::string& why) {
-  try {
-    make_backend(BackendKind::cuda);
-    return true;
-  } catch (const Error& e) {
-    why = e.what();
-    return false;
-  }
-}
 
 enum class Pattern { random, periodic, four_values, quantized };
 constexpr Pattern kPatterns[] = {Pattern::random, Pattern::periodic, Pattern::four_values,
@@ -132,12 +123,6 @@ void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_
     }
   }
 }
-
-#define STEP5_REQUIRE_GPU()                                                                    \
-  do {                                                                                         \
-    std::string why;                                                                           \
-    if (!gpu_usable(why)) GTEST_SKIP() << "no usable GPU: CUDA tests skipped (" << why << ")"; \
-  } while (0)
 
 // Score columns above 2,048: the 512-thread instance; rows of 300 (<= K),
 // 2,500, 9,001 and 16,385 regions.

@@ -23,6 +23,14 @@
         << "message '" << e_.what() << "' does not mention '" << (text) << "'"; \
   } while (0)
 
+// Skips the test visibly where no GPU is usable (CI).
+#define STEP5_REQUIRE_GPU()                                                 \
+  do {                                                                      \
+    std::string why_;                                                       \
+    if (!::step5::test::gpu_present(why_))                                  \
+      GTEST_SKIP() << "no usable GPU: CUDA tests skipped (" << why_ << ")"; \
+  } while (0)
+
 namespace step5::test {
 
 struct RandomStep {
@@ -66,6 +74,20 @@ inline RandomStep random_step(const StepLimits& limits, int block_size, std::mt1
   // Some steps are planned from upper bounds of their lengths.
   s.desc.seq_lens_upper_bound = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
   return s;
+}
+
+// Whether the cuda backend can be made here, through the public factory:
+// it refuses with a message saying what is missing (no cuda backend in this
+// build, no driver, no GPU, one older than compute capability 8.0), which
+// goes to `why`.
+inline bool gpu_present(std::string& why) {
+  try {
+    make_backend(BackendKind::cuda);
+    return true;
+  } catch (const Error& e) {
+    why = e.what();
+    return false;
+  }
 }
 
 // Two worker threads: the CI machine has two cores, and more than one
