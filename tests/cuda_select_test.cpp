@@ -2,7 +2,7 @@
 // top K on the host (larger score first, ties to the lower region, then
 // ascending). The scores drive the ways the kernel finds a row's K-th
 // score: random scores (the threshold bin's few candidates), a periodic
-// pattern (every 32nd to 35th region high), massive ties (more regions at
+// pattern (regions 32 i .. 32 i + 3 high), massive ties (more regions at
 // the K-th score than shared memory holds: radix passes over global
 // memory), and moderate ties with +0 and -0; rows of at most K regions take
 // every region. Both kernel instances run: score columns above and below
