@@ -123,14 +123,14 @@ struct SlotValues {
 };
 
 __device__ __forceinline__ SlotValues load_slot(const IndexerSmem& L, const unsigned char* base,
-                                                int slots, int slot) {
+                                                int num_slots, int slot) {
   SlotValues v;
   v.closed = reinterpret_cast<const int32_t*>(base + L.closed)[slot];
   v.out = reinterpret_cast<const int64_t*>(base + L.out_row)[slot];
 #pragma unroll
   for (int h = 0; h < indexer_tc_heads(); ++h) {
-    v.weight[h] = reinterpret_cast<const float*>(base + L.weight)[h * slots + slot];
-    v.qscale[h] = reinterpret_cast<const float*>(base + L.qscale)[h * slots + slot];
+    v.weight[h] = reinterpret_cast<const float*>(base + L.weight)[h * num_slots + slot];
+    v.qscale[h] = reinterpret_cast<const float*>(base + L.qscale)[h * num_slots + slot];
   }
   return v;
 }
