@@ -13,11 +13,14 @@ requests), at each context that fits in memory:
     summaries (dequantized to bf16) against the index queries by a cuBLAS
     matmul, weighted ReLU, torch.topk(512), a gather of the selected
     8-token regions plus the current one, then SDPA over them.
-and, for one prefill chunk of 2048 query tokens of one request at the
-end of each context (--prefill, issue 8):
+and, for one prefill chunk of 2048 and one of 8192 query tokens of one
+request at the end of each context (--prefill, issue 8; --chunks picks
+others):
   - dense prefill attention of the chunk against every earlier key (a
     lower-right causal mask) through torch SDPA, cuDNN and FlashAttention-2
-    backends (K/V repeated to H heads).
+    backends (K/V repeated to H heads), printed next to each of our prefill
+    layer rows of that chunk and context (CSA and SWA, bf16 and fp8 KV,
+    both selection regimes).
 Each time is the median of CUDA-event-timed runs, each after a 256 MB write
 that evicts the L2. Prints every peer next to our layer step (the bench's
 "layer" rows, one forward call) as a ratio, writes peers.json and a plot of
@@ -36,7 +39,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 H, G, D, I, DI, K, R8 = 64, 8, 192, 4, 256, 512, 8
 BATCH = 32
 CONTEXTS = [8192, 32768, 131072]
-CHUNK = 2048  # prefill query tokens
+CHUNKS = [2048, 8192]  # prefill query tokens, as in the bench's full sweep
 
 
 def median_ms(fn, reps=10, warmup=3):
@@ -105,14 +108,14 @@ def stock_csa_decode(ctx):
         torch.cuda.empty_cache()
 
 
-def dense_prefill(ctx, backend):
-    """One chunk of CHUNK query tokens at the end of a ctx-token sequence."""
+def dense_prefill(ctx, chunk, backend):
+    """One chunk of `chunk` query tokens at the end of a ctx-token sequence."""
     from torch.nn.attention.bias import causal_lower_right
 
-    q = torch.randn(1, H, CHUNK, D, device="cuda", dtype=torch.bfloat16)
+    q = torch.randn(1, H, chunk, D, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(1, H, ctx, D, device="cuda", dtype=torch.bfloat16)
     v = torch.randn(1, H, ctx, D, device="cuda", dtype=torch.bfloat16)
-    mask = causal_lower_right(CHUNK, ctx)
+    mask = causal_lower_right(chunk, ctx)
 
     def run():
         with sdpa_kernel(backend):
@@ -128,7 +131,7 @@ def dense_prefill(ctx, backend):
         torch.cuda.empty_cache()
 
 
-def ours_rows(paths, layer, phase, batch, query_len, regime):
+def ours_rows(paths, layer, phase, batch, query_len, regime, kv="bf16"):
     """Our layer rows of the bench JSONs, by context."""
     out = {}
     for path in paths:
@@ -136,8 +139,33 @@ def ours_rows(paths, layer, phase, batch, query_len, regime):
             rows = json.load(f)["results"]
         for r in rows:
             if (r["op"], r["layer"], r["kv"], r["phase"], r["batch"], r["query_len"],
-                    r["regime"]) == ("layer", layer, "bf16", phase, batch, query_len, regime):
+                    r["regime"]) == ("layer", layer, kv, phase, batch, query_len, regime):
                 out[r["context"]] = r["ms"]
+    return out
+
+
+def prefill_peers_of_chunk(chunk):
+    """Dense prefill of one chunk at each context that holds it, by backend."""
+    prefill = {"dense cuDNN prefill (SDPA)": {}, "dense FA2 prefill (SDPA)": {}}
+    for ctx in CONTEXTS:
+        if ctx < chunk:
+            continue
+        prefill["dense cuDNN prefill (SDPA)"][ctx] = dense_prefill(
+            ctx, chunk, SDPBackend.CUDNN_ATTENTION)
+        prefill["dense FA2 prefill (SDPA)"][ctx] = dense_prefill(
+            ctx, chunk, SDPBackend.FLASH_ATTENTION)
+    return prefill
+
+
+def our_prefill_rows(paths, chunk):
+    """Our prefill layer rows of one chunk size, by 'layer kv regime'."""
+    out = {}
+    for layer in ("csa", "swa"):
+        for kv in ("bf16", "fp8_e4m3"):
+            for regime in ("independent", "correlated"):
+                mine = ours_rows(paths, layer, "prefill", 1, chunk, regime, kv)
+                if mine:
+                    out[f"{layer} layer, {kv} KV, {regime}"] = mine
     return out
 
 
@@ -193,7 +221,9 @@ def main():
                         help="bench JSON(s) of step5attn bench")
     parser.add_argument("--out", default=".", help="folder for peers.json and peers.png")
     parser.add_argument("--prefill", action="store_true",
-                        help="also time dense prefill of a 2048-token chunk")
+                        help="also time dense prefill of one chunk per --chunks size")
+    parser.add_argument("--chunks", type=int, nargs="+", default=CHUNKS,
+                        help="prefill chunk sizes (query tokens), default %(default)s")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode peers")
     args = parser.parse_args()
     ours = ours_by_context(args.ours)
@@ -208,21 +238,16 @@ def main():
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "batch": BATCH, "ours_layer_ms": ours, "peers_ms": peers}
     if args.prefill:
-        prefill = {"dense cuDNN prefill (SDPA)": {}, "dense FA2 prefill (SDPA)": {}}
-        for ctx in CONTEXTS:
-            prefill["dense cuDNN prefill (SDPA)"][ctx] = dense_prefill(
-                ctx, SDPBackend.CUDNN_ATTENTION)
-            prefill["dense FA2 prefill (SDPA)"][ctx] = dense_prefill(
-                ctx, SDPBackend.FLASH_ATTENTION)
-        ours_prefill = {}
-        for layer in ("csa", "swa"):
-            for regime in ("independent", "correlated"):
-                mine = ours_rows(args.ours, layer, "prefill", 1, CHUNK, regime)
-                if mine:
-                    print_table(f"prefill chunk of {CHUNK}, our {layer} layer, {regime}:", mine,
-                                prefill)
-                    ours_prefill[f"{layer} {regime}"] = mine
-        result.update(prefill_chunk=CHUNK, ours_prefill_ms=ours_prefill, prefill_peers_ms=prefill)
+        ours_prefill, prefill_peers = {}, {}
+        for chunk in args.chunks:
+            prefill = prefill_peers_of_chunk(chunk)
+            for name, by_ctx in prefill.items():
+                prefill_peers[f"{name}, {chunk} rows"] = by_ctx
+            for mine_key, mine in our_prefill_rows(args.ours, chunk).items():
+                print_table(f"prefill chunk of {chunk}, our {mine_key}:", mine, prefill)
+                ours_prefill[f"{mine_key}, {chunk} rows"] = mine
+        result.update(prefill_chunks=args.chunks, ours_prefill_ms=ours_prefill,
+                      prefill_peers_ms=prefill_peers)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump(result, f, indent=1)
