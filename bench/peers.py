@@ -6,7 +6,7 @@ JSON:
     python3 bench/peers.py --ours OUT/bench.json --out OUT
 
 Times, for the SPEC 2 reference shapes (H=64, G=8, D=192, bf16, decode, 32
-requests), at each context that fits in memory:
+requests; --batches for others), at each context that fits in memory:
   - dense decode attention through torch SDPA with the cuDNN backend and
     with the FlashAttention-2 backend (GQA, every key of the context);
   - a stock-torch composition of one CSA decode step: scores of the fp8
@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 H, G, D, I, DI, K, R8 = 64, 8, 192, 4, 256, 512, 8
-BATCH = 32
+BATCHES = [32]  # decode requests; the first is the one plotted
 CONTEXTS = [8192, 32768, 131072]
 CHUNKS = [2048, 8192]  # prefill query tokens, as in the bench's full sweep
 
@@ -59,10 +59,10 @@ def median_ms(fn, reps=10, warmup=3):
     return times[len(times) // 2]
 
 
-def dense_decode(ctx, backend):
-    q = torch.randn(BATCH, H, 1, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(BATCH, G, ctx, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(BATCH, G, ctx, D, device="cuda", dtype=torch.bfloat16)
+def dense_decode(ctx, backend, batch):
+    q = torch.randn(batch, H, 1, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(batch, G, ctx, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(batch, G, ctx, D, device="cuda", dtype=torch.bfloat16)
 
     def run():
         with sdpa_kernel(backend):
@@ -78,23 +78,28 @@ def dense_decode(ctx, backend):
         torch.cuda.empty_cache()
 
 
-def stock_csa_decode(ctx):
+def stock_csa_decode(ctx, batch):
     c = ctx // R8  # closed regions of the decode row
-    q = torch.randn(BATCH, H, 1, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(BATCH, G, ctx, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn(BATCH, G, ctx, D, device="cuda", dtype=torch.bfloat16)
-    summaries = torch.randn(BATCH, c, DI, device="cuda").to(torch.float8_e4m3fn)
-    index_query = torch.randn(BATCH, G * I, DI, device="cuda", dtype=torch.bfloat16)
-    index_weight = torch.rand(BATCH, G, I, device="cuda")
+    try:
+        q = torch.randn(batch, H, 1, D, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(batch, G, ctx, D, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn(batch, G, ctx, D, device="cuda", dtype=torch.bfloat16)
+        summaries = torch.randn(batch, c, DI, device="cuda").to(torch.float8_e4m3fn)
+        index_query = torch.randn(batch, G * I, DI, device="cuda", dtype=torch.bfloat16)
+        index_weight = torch.rand(batch, G, I, device="cuda")
+    except RuntimeError as e:  # out of memory at large batch x context
+        print(f"  stock-torch CSA: {str(e).splitlines()[0][:120]}")
+        torch.cuda.empty_cache()
+        return None
     offsets = torch.arange(R8, device="cuda")
     current = (ctx - 1) // R8
 
     def run():
         s = torch.bmm(index_query, summaries.to(torch.bfloat16).transpose(1, 2))  # [B, G*I, C]
-        s = F.relu(s.float()).view(BATCH, G, I, c)
+        s = F.relu(s.float()).view(batch, G, I, c)
         scores = (s * index_weight.unsqueeze(-1)).sum(2)  # [B, G, C]
         regions = torch.topk(scores, K, dim=-1).indices  # [B, G, K]
-        cur = torch.full((BATCH, G, 1), current, device="cuda", dtype=regions.dtype)
+        cur = torch.full((batch, G, 1), current, device="cuda", dtype=regions.dtype)
         tokens = (torch.cat([regions, cur], -1).unsqueeze(-1) * R8 + offsets).flatten(2)
         idx = tokens.unsqueeze(-1).expand(-1, -1, -1, D)
         ks = torch.gather(k, 2, idx)
@@ -103,6 +108,9 @@ def stock_csa_decode(ctx):
 
     try:
         return median_ms(run)
+    except RuntimeError as e:  # out of memory in the gather
+        print(f"  stock-torch CSA: {str(e).splitlines()[0][:120]}")
+        return None
     finally:
         del q, k, v, summaries
         torch.cuda.empty_cache()
@@ -169,8 +177,18 @@ def our_prefill_rows(paths, chunk):
     return out
 
 
-def ours_by_context(paths):
-    return ours_rows(paths, "csa", "decode", BATCH, 1, "independent")
+def ours_by_context(paths, batch):
+    return ours_rows(paths, "csa", "decode", batch, 1, "independent")
+
+
+def decode_peers(batch):
+    """Dense decode (cuDNN, FA2) and the stock-torch CSA step, by context."""
+    peers = {"dense cuDNN (SDPA)": {}, "dense FA2 (SDPA)": {}, "stock-torch CSA": {}}
+    for ctx in CONTEXTS:
+        peers["dense cuDNN (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.CUDNN_ATTENTION, batch)
+        peers["dense FA2 (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.FLASH_ATTENTION, batch)
+        peers["stock-torch CSA"][ctx] = stock_csa_decode(ctx, batch)
+    return peers
 
 
 def print_table(title, ours, peers):
@@ -191,7 +209,7 @@ def print_table(title, ours, peers):
         print(f"{ctx // 1024:>7}K {mine_s} " + " ".join(cells))
 
 
-def plot(path, ours, peers):
+def plot(path, ours, peers, batch):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -206,7 +224,7 @@ def plot(path, ours, peers):
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "s--", label=name)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("context (tokens), decode, 32 requests")
+    ax.set_xlabel(f"context (tokens), decode, {batch} requests")
     ax.set_ylabel("ms per layer step")
     ax.set_title(f"{torch.cuda.get_device_name()}: H=64 G=8 D=192, bf16")
     ax.grid(True, which="both", alpha=0.3)
@@ -224,19 +242,25 @@ def main():
                         help="also time dense prefill of one chunk per --chunks size")
     parser.add_argument("--chunks", type=int, nargs="+", default=CHUNKS,
                         help="prefill chunk sizes (query tokens), default %(default)s")
+    parser.add_argument("--batches", type=int, nargs="+", default=BATCHES,
+                        help="decode batch sizes (requests), the first plotted; default "
+                        "%(default)s")
     parser.add_argument("--no-decode", action="store_true", help="skip the decode peers")
     args = parser.parse_args()
-    ours = ours_by_context(args.ours)
-    peers = {"dense cuDNN (SDPA)": {}, "dense FA2 (SDPA)": {}, "stock-torch CSA": {}}
     print(f"peers on {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    if not args.no_decode:
-        for ctx in CONTEXTS:
-            peers["dense cuDNN (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.CUDNN_ATTENTION)
-            peers["dense FA2 (SDPA)"][ctx] = dense_decode(ctx, SDPBackend.FLASH_ATTENTION)
-            peers["stock-torch CSA"][ctx] = stock_csa_decode(ctx)
-        print_table(f"decode, {BATCH} requests, our CSA layer:", ours, peers)
+    by_batch = {}
+    for batch in ([] if args.no_decode else args.batches):
+        ours_b = ours_by_context(args.ours, batch)
+        peers_b = decode_peers(batch)
+        print_table(f"decode, {batch} requests, our CSA layer:", ours_b, peers_b)
+        by_batch[batch] = {"ours_layer_ms": ours_b, "peers_ms": peers_b}
+    # The first batch keeps the keys earlier peers.json files have.
+    batch = args.batches[0]
+    ours = by_batch.get(batch, {}).get("ours_layer_ms", ours_by_context(args.ours, batch))
+    peers = by_batch.get(batch, {}).get("peers_ms", {})
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "batch": BATCH, "ours_layer_ms": ours, "peers_ms": peers}
+              "batch": batch, "ours_layer_ms": ours, "peers_ms": peers,
+              "decode_by_batch": by_batch}
     if args.prefill:
         ours_prefill, prefill_peers = {}, {}
         for chunk in args.chunks:
@@ -252,7 +276,7 @@ def main():
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump(result, f, indent=1)
     if not args.no_decode:
-        plot(os.path.join(args.out, "peers.png"), ours, peers)
+        plot(os.path.join(args.out, "peers.png"), ours, peers, batch)
         if not math.isfinite(sum(ours.values() or [0.0])):
             raise SystemExit("our bench JSON holds no finite CSA layer decode rows")
 

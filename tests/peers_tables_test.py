@@ -4,6 +4,8 @@ rows each peer is printed next to and what peers.json records. Each prefill
 chunk size is compared with the dense prefill of the same chunk and context,
 CSA and SWA rows of both KV dtypes and both regimes are found, contexts
 shorter than the chunk are not timed, and the ratio is peer time / ours.
+Decode peers are timed per --batches size and recorded next to our CSA
+decode rows of that batch; the first batch keeps peers.json's old keys.
 
 usage: peers_tables_test.py PEERS_PY"""
 
@@ -43,6 +45,49 @@ def our_ms(layer, kv, regime, ctx, chunk):
             + (4 if regime == "correlated" else 0))
 
 
+def decode_ms(ctx, batch, name):
+    return ctx / 1024 * batch / 32 + {"cudnn": 0.125, "fa2": 0.25, "stock": 0.5}[name]
+
+
+def check_decode(peers, bench_json, tmp, failures):
+    decode_timed = []
+
+    def dense_decode(ctx, backend, batch):
+        decode_timed.append((ctx, backend, batch))
+        return decode_ms(ctx, batch, backend)
+
+    def stock_csa_decode(ctx, batch):
+        decode_timed.append((ctx, "stock", batch))
+        return decode_ms(ctx, batch, "stock")
+
+    peers.dense_decode = dense_decode
+    peers.stock_csa_decode = stock_csa_decode
+    peers.plot = lambda *a: None
+    sys.argv = ["peers.py", "--ours", bench_json, "--out", tmp, "--batches", "1", "32"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        peers.main()
+    with open(os.path.join(tmp, "peers.json")) as f:
+        result = json.load(f)
+    want_timed = {(c, n, b) for n in ("cudnn", "fa2", "stock") for b in (1, 32)
+                  for c in (8192, 32768, 131072)}
+    if set(decode_timed) != want_timed:
+        failures.append(f"decode peers timed at {sorted(decode_timed)}")
+    if result.get("batch") != 1 or set(result.get("decode_by_batch", {})) != {"1", "32"}:
+        failures.append(f"batch {result.get('batch')}, decode_by_batch keys "
+                        f"{list(result.get('decode_by_batch', {}))}")
+        return
+    for b in (1, 32):
+        entry = result["decode_by_batch"][str(b)]
+        ours = {int(c): t for c, t in entry["ours_layer_ms"].items()}
+        if ours != {c: decode_ms(c, b, "stock") * 0.1 for c in (8192, 32768, 131072)}:
+            failures.append(f"ours at batch {b}: {ours}")
+        fa2 = {int(c): t for c, t in entry["peers_ms"]["dense FA2 (SDPA)"].items()}
+        if fa2 != {c: decode_ms(c, b, "fa2") for c in (8192, 32768, 131072)}:
+            failures.append(f"FA2 decode at batch {b}: {fa2}")
+    if result["ours_layer_ms"] != result["decode_by_batch"]["1"]["ours_layer_ms"]:
+        failures.append("ours_layer_ms is not the first batch's rows")
+
+
 def main(peers_path):
     peers = load_peers(peers_path)
     timed = []
@@ -64,8 +109,11 @@ def main(peers_path):
     # Rows the prefill tables must not pick up: the attention op alone, decode.
     rows.append(dict(op="attention", layer="csa", kv="bf16", phase="prefill", batch=1,
                      query_len=2048, regime="independent", context=8192, ms=1e6))
-    rows.append(dict(op="layer", layer="csa", kv="bf16", phase="decode", batch=32, query_len=1,
-                     regime="independent", context=8192, ms=1e6))
+    for batch in (1, 32):
+        for ctx in (8192, 32768, 131072):
+            rows.append(dict(op="layer", layer="csa", kv="bf16", phase="decode", batch=batch,
+                             query_len=1, regime="independent", context=ctx,
+                             ms=decode_ms(ctx, batch, "stock") * 0.1))
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         bench_json = os.path.join(tmp, "bench.json")
@@ -78,6 +126,7 @@ def main(peers_path):
             peers.main()
         with open(os.path.join(tmp, "peers.json")) as f:
             result = json.load(f)
+        check_decode(peers, bench_json, tmp, failures)
     text = printed.getvalue()
 
     expected_timed = {(ctx, chunk, b) for chunk in (2048, 16384)
