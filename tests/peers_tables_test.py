@@ -106,7 +106,8 @@ def main(peers_path):
                     rows.append(dict(op="layer", layer=layer, kv=kv, phase="prefill", batch=1,
                                      query_len=chunk, regime=regime, context=ctx,
                                      ms=our_ms(layer, kv, regime, ctx, chunk)))
-    # Rows the prefill tables must not pick up: the attention op alone, decode.
+    # A row the prefill tables must not pick up (the attention op alone),
+    # and the decode rows of check_decode.
     rows.append(dict(op="attention", layer="csa", kv="bf16", phase="prefill", batch=1,
                      query_len=2048, regime="independent", context=8192, ms=1e6))
     for batch in (1, 32):
@@ -129,8 +130,9 @@ def main(peers_path):
         check_decode(peers, bench_json, tmp, failures)
     text = printed.getvalue()
 
-    expected_timed = {(ctx, chunk, b) for chunk in (2048, 16384)
-                      for ctx in (8192, 32768, 131072) if ctx >= chunk for b in ("cudnn", "fa2")}
+    expected_timed = {(ctx, chunk, backend) for chunk in (2048, 16384)
+                      for ctx in (8192, 32768, 131072) if ctx >= chunk
+                      for backend in ("cudnn", "fa2")}
     if set(timed) != expected_timed or len(timed) != len(expected_timed):
         failures.append(f"dense prefill timed at {sorted(timed)}, expected {sorted(expected_timed)}")
     if result.get("prefill_chunks") != [2048, 16384]:
@@ -155,8 +157,7 @@ def main(peers_path):
     cudnn, flash = peer_ms(32768, 2048, "cudnn"), peer_ms(32768, 2048, "fa2")
     title = "prefill chunk of 2048, our csa layer, fp8_e4m3 KV, correlated:"
     block = text.split(title)[1].split("prefill chunk of")[0] if title in text else ""
-    line = f"{mine:9.3f}" if block else None
-    if not block or line not in block:
+    if not block or f"{mine:9.3f}" not in block:
         failures.append(f"no table '{title}' with our {mine:.3f} ms in:\n{text}")
     else:
         row = [ln for ln in block.splitlines() if ln.strip().startswith("32K")][0]
