@@ -238,6 +238,36 @@ TEST(BadInput, NegativeIdsRejectedAtPlan) {
   expect_error([&] { t.plan(); }, ErrorCode::out_of_range, "step.ring_index[0]: expected >= 0");
 }
 
+// The plan reads each request's used block-table columns in one min / max
+// pass; it must still name what an entry-by-entry scan would: the first
+// entry (request, then column order) holding the largest id, and the first
+// negative id; columns past a request's length are never read.
+TEST(BadInput, PlanNamesFirstLargestAndFirstNegativeBlockIds) {
+  const LayerConfig c = test::csa_config({4, 2, 64, 16}, 4);
+  const auto backend = test::cpu_backend();
+  // Lengths 40, 16 and 33 at B = 16 use 3, 1 and 3 of the 4 columns.
+  std::vector<int32_t> qsl{0, 1, 2, 3}, lens{40, 16, 33}, ring{0, 1, 2};
+  std::vector<int32_t> table{5, 9, 2, -7, 8, 100, -1, 1, 9, 4, 9, 0};
+  // One row per request, at its last position.
+  std::vector<int64_t> slots{2 * 16 + 7, 8 * 16 + 15, 9 * 16 + 0};
+  StepDesc d;
+  d.num_tokens = 3;
+  d.num_requests = 3;
+  d.query_start_loc = TensorView::contiguous(qsl.data(), DType::i32, {4});
+  d.seq_lens = TensorView::contiguous(lens.data(), DType::i32, {3});
+  d.block_table = TensorView::contiguous(table.data(), DType::i32, {3, 4});
+  d.slot_mapping = TensorView::contiguous(slots.data(), DType::i64, {3});
+  d.ring_index = TensorView::contiguous(ring.data(), DType::i32, {3});
+  const StepPlan p = backend->plan(d, {c});
+  EXPECT_EQ(p.max_block_id.value, 9);
+  EXPECT_EQ(p.max_block_id.index, 0);
+  EXPECT_EQ(p.max_block_id.entry, 1);
+  table[9] = -3;  // request 2, column 1: named, not the -5 in column 2
+  table[10] = -5;
+  expect_error([&] { backend->plan(d, {c}); }, ErrorCode::out_of_range,
+               "step.block_table[2][1]: block id expected >= 0, got -3");
+}
+
 // Forwards compare the caches with the largest ids the plan read: O(1) per
 // layer, and still a precise message.
 TEST(BadInput, ForwardChecksCachesAgainstPlannedIds) {

@@ -180,11 +180,25 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
     for (int32_t r = 0; r < R; ++r) {
       const int32_t len = plan.seq_len[static_cast<size_t>(r)];
       const int64_t used = (int64_t{len} + block_size - 1) / block_size;
+      const int32_t* row = table + r * stride;
+      // A row's minimum and maximum in one branch-free pass (the compiler
+      // vectorizes it: 2M ids at 1M tokens x 128 requests); the entry named
+      // in an error, or holding a new maximum, is looked up only then.
+      int32_t lo = std::numeric_limits<int32_t>::max();
+      int32_t hi = std::numeric_limits<int32_t>::min();
       for (int64_t b = 0; b < used; ++b) {
-        const int32_t id = table[r * stride + b];
-        require(id >= 0, ErrorCode::out_of_range, "step.block_table[", r, "][", b,
-                "]: block id expected >= 0, got ", id);
-        if (id > plan.max_block_id.value) plan.max_block_id = {id, r, b};
+        lo = std::min(lo, row[b]);
+        hi = std::max(hi, row[b]);
+      }
+      if (used <= 0) continue;
+      if (lo < 0) {
+        const int64_t b = std::find_if(row, row + used, [](int32_t id) { return id < 0; }) - row;
+        detail::fail(ErrorCode::out_of_range,
+                     detail::concat("step.block_table[", r, "][", b,
+                                    "]: block id expected >= 0, got ", row[b]));
+      }
+      if (hi > plan.max_block_id.value) {
+        plan.max_block_id = {hi, r, std::find(row, row + used, hi) - row};
       }
     }
   }
