@@ -250,14 +250,7 @@ TEST(BadInput, PlanNamesFirstLargestAndFirstNegativeBlockIds) {
   std::vector<int32_t> table{5, 9, 2, -7, 8, 100, -1, 1, 9, 4, 9, 0};
   // One row per request, at its last position.
   std::vector<int64_t> slots{2 * 16 + 7, 8 * 16 + 15, 9 * 16 + 0};
-  StepDesc d;
-  d.num_tokens = 3;
-  d.num_requests = 3;
-  d.query_start_loc = TensorView::contiguous(qsl.data(), DType::i32, {4});
-  d.seq_lens = TensorView::contiguous(lens.data(), DType::i32, {3});
-  d.block_table = TensorView::contiguous(table.data(), DType::i32, {3, 4});
-  d.slot_mapping = TensorView::contiguous(slots.data(), DType::i64, {3});
-  d.ring_index = TensorView::contiguous(ring.data(), DType::i32, {3});
+  const StepDesc d = test::host_step_desc(qsl, lens, table, 4, slots, ring);
   const StepPlan p = backend->plan(d, {c});
   EXPECT_EQ(p.max_block_id.value, 9);
   EXPECT_EQ(p.max_block_id.index, 0);

@@ -126,14 +126,7 @@ TEST(RowTiles, FaultsAreDetected) {
     const int32_t len = lens[static_cast<size_t>(r)];
     for (int32_t p = len - q; p < len; ++p) slots.push_back(int64_t{r * 13 + p / 16} * 16 + p % 16);
   }
-  StepDesc desc;
-  desc.num_tokens = 43;
-  desc.num_requests = 2;
-  desc.query_start_loc = TensorView::contiguous(qsl.data(), DType::i32, {3});
-  desc.seq_lens = TensorView::contiguous(lens.data(), DType::i32, {2});
-  desc.block_table = TensorView::contiguous(table.data(), DType::i32, {2, 13});
-  desc.slot_mapping = TensorView::contiguous(slots.data(), DType::i64, {43});
-  desc.ring_index = TensorView::contiguous(rings.data(), DType::i32, {2});
+  const StepDesc desc = test::host_step_desc(qsl, lens, table, 13, slots, rings);
   const StepPlan good = backend->plan(desc, layers);
   ASSERT_EQ(tile_fault(good), "");
   // Request 1's 40 rows: tiles of 16, 16, 8; request 0's 3 rows untiled.

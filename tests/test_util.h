@@ -33,6 +33,25 @@
 
 namespace step5::test {
 
+// A step over host arrays, as a plan reads them (they must outlive it):
+// query_start_loc [R + 1], seq_lens [R], block_table [R, max_blocks],
+// slot_mapping [n], ring_index [R].
+inline StepDesc host_step_desc(std::vector<int32_t>& qsl, std::vector<int32_t>& lens,
+                               std::vector<int32_t>& table, int64_t max_blocks,
+                               std::vector<int64_t>& slots, std::vector<int32_t>& rings) {
+  const auto R = static_cast<int64_t>(lens.size());
+  const auto n = static_cast<int64_t>(slots.size());
+  StepDesc d;
+  d.num_tokens = n;
+  d.num_requests = static_cast<int32_t>(R);
+  d.query_start_loc = TensorView::contiguous(qsl.data(), DType::i32, {R + 1});
+  d.seq_lens = TensorView::contiguous(lens.data(), DType::i32, {R});
+  d.block_table = TensorView::contiguous(table.data(), DType::i32, {R, max_blocks});
+  d.slot_mapping = TensorView::contiguous(slots.data(), DType::i64, {n});
+  d.ring_index = TensorView::contiguous(rings.data(), DType::i32, {R});
+  return d;
+}
+
 struct RandomStep {
   std::vector<int32_t> qsl{0}, lens, table, rings;
   std::vector<int64_t> slots;
@@ -63,14 +82,7 @@ inline RandomStep random_step(const StepLimits& limits, int block_size, std::mt1
       s.slots.push_back(int64_t{r * max_blocks + p / block_size} * block_size + p % block_size);
     }
   }
-  const int64_t n = s.qsl.back();
-  s.desc.num_tokens = n;
-  s.desc.num_requests = R;
-  s.desc.query_start_loc = TensorView::contiguous(s.qsl.data(), DType::i32, {R + 1});
-  s.desc.seq_lens = TensorView::contiguous(s.lens.data(), DType::i32, {R});
-  s.desc.block_table = TensorView::contiguous(s.table.data(), DType::i32, {R, max_blocks});
-  s.desc.slot_mapping = TensorView::contiguous(s.slots.data(), DType::i64, {n});
-  s.desc.ring_index = TensorView::contiguous(s.rings.data(), DType::i32, {R});
+  s.desc = host_step_desc(s.qsl, s.lens, s.table, max_blocks, s.slots, s.rings);
   // Some steps are planned from upper bounds of their lengths.
   s.desc.seq_lens_upper_bound = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
   return s;
