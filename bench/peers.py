@@ -256,8 +256,10 @@ def main():
         by_batch[batch] = {"ours_layer_ms": ours_b, "peers_ms": peers_b}
     # The first batch keeps the keys earlier peers.json files have.
     batch = args.batches[0]
-    ours = by_batch.get(batch, {}).get("ours_layer_ms", ours_by_context(args.ours, batch))
-    peers = by_batch.get(batch, {}).get("peers_ms", {})
+    if batch in by_batch:
+        ours, peers = by_batch[batch]["ours_layer_ms"], by_batch[batch]["peers_ms"]
+    else:
+        ours, peers = ours_by_context(args.ours, batch), {}
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "batch": batch, "ours_layer_ms": ours, "peers_ms": peers,
               "decode_by_batch": by_batch}

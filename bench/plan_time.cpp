@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "step5/attention.h"
+#include "step5/testing/step_buffers.h"
 #include "step5attn/bench_workload.h"
 
 using namespace step5;
@@ -37,33 +38,23 @@ double plan_us(Backend& backend, const LayerConfig& csa, const Shape& s) {
   std::mt19937_64 rng(1);
   const std::vector<int32_t> seq(static_cast<size_t>(s.batch), static_cast<int32_t>(s.context));
   const std::vector<int32_t> query(static_cast<size_t>(s.batch), s.query_len);
-  const tool::bench::StepHost h = tool::bench::make_step(csa, seq, query, int64_t{1} << 22, rng);
-  const int64_t R = h.num_requests, n = h.num_tokens;
-  StepDesc step;
-  step.num_tokens = n;
-  step.num_requests = h.num_requests;
-  auto view = [](const auto& v, DType dtype, std::initializer_list<int64_t> shape) {
-    return TensorView::contiguous(const_cast<void*>(static_cast<const void*>(v.data())), dtype,
-                                  shape, Device::host);
-  };
-  step.query_start_loc = view(h.query_start_loc, DType::i32, {R + 1});
-  step.seq_lens = view(h.seq_lens, DType::i32, {R});
-  step.block_table = view(h.block_table, DType::i32, {R, h.max_blocks});
-  step.slot_mapping = view(h.slot_mapping, DType::i64, {n});
-  step.ring_index = view(h.ring_index, DType::i32, {R});
-  step.host_query_start_loc = h.query_start_loc.data();
-  step.host_seq_lens = h.seq_lens.data();
-  step.host_block_table = h.block_table.data();
-  step.host_slot_mapping = h.slot_mapping.data();
-  step.host_ring_index = h.ring_index.data();
+  tool::bench::StepHost h = tool::bench::make_step(csa, seq, query, int64_t{1} << 22, rng);
+  sim::StepHost host;
+  host.query_start_loc = std::move(h.query_start_loc);
+  host.seq_lens = std::move(h.seq_lens);
+  host.block_table = std::move(h.block_table);
+  host.slot_mapping = std::move(h.slot_mapping);
+  host.ring_index = std::move(h.ring_index);
+  host.max_blocks = h.max_blocks;
+  const sim::StepBuffers step(Device::host, std::move(host), h.num_tokens);
   LayerConfig swa = csa;
   swa.kind = LayerKind::swa;
   double best = 1e30;
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const StepPlan plan = backend.plan(step, {csa, swa}, PlanOptions{});
+    const StepPlan plan = backend.plan(step.desc, {csa, swa}, PlanOptions{});
     const auto t1 = std::chrono::steady_clock::now();
-    if (plan.num_tokens != n) std::printf("unexpected plan\n");
+    if (plan.num_tokens != h.num_tokens) std::printf("unexpected plan\n");
     best = std::min(best, std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
   return best;

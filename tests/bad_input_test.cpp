@@ -245,19 +245,24 @@ TEST(BadInput, NegativeIdsRejectedAtPlan) {
 TEST(BadInput, PlanNamesFirstLargestAndFirstNegativeBlockIds) {
   const LayerConfig c = test::csa_config({4, 2, 64, 16}, 4);
   const auto backend = test::cpu_backend();
+  sim::StepHost h;
   // Lengths 40, 16 and 33 at B = 16 use 3, 1 and 3 of the 4 columns.
-  std::vector<int32_t> qsl{0, 1, 2, 3}, lens{40, 16, 33}, ring{0, 1, 2};
-  std::vector<int32_t> table{5, 9, 2, -7, 8, 100, -1, 1, 9, 4, 9, 0};
+  h.query_start_loc = {0, 1, 2, 3};
+  h.seq_lens = {40, 16, 33};
+  h.ring_index = {0, 1, 2};
+  h.max_blocks = 4;
+  h.block_table = {5, 9, 2, -7, 8, 100, -1, 1, 9, 4, 9, 0};
   // One row per request, at its last position.
-  std::vector<int64_t> slots{2 * 16 + 7, 8 * 16 + 15, 9 * 16 + 0};
-  const StepDesc d = test::host_step_desc(qsl, lens, table, 4, slots, ring);
-  const StepPlan p = backend->plan(d, {c});
+  h.slot_mapping = {2 * 16 + 7, 8 * 16 + 15, 9 * 16 + 0};
+  const sim::StepBuffers step(Device::host, h, 3);
+  const StepPlan p = backend->plan(step.desc, {c});
   EXPECT_EQ(p.max_block_id.value, 9);
   EXPECT_EQ(p.max_block_id.index, 0);
   EXPECT_EQ(p.max_block_id.entry, 1);
-  table[9] = -3;  // request 2, column 1: named, not the -5 in column 2
-  table[10] = -5;
-  expect_error([&] { backend->plan(d, {c}); }, ErrorCode::out_of_range,
+  h.block_table[9] = -3;  // request 2, column 1: named, not the -5 in column 2
+  h.block_table[10] = -5;
+  const sim::StepBuffers negative(Device::host, std::move(h), 3);
+  expect_error([&] { backend->plan(negative.desc, {c}); }, ErrorCode::out_of_range,
                "step.block_table[2][1]: block id expected >= 0, got -3");
 }
 

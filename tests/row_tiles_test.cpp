@@ -91,7 +91,7 @@ TEST(RowTiles, MixedStepsSplitEveryRowOnce) {
     PlanOptions options;
     options.max_score_bytes = max_score_bytes;
     for (int i = 0; i < 200; ++i) {
-      test::RandomStep s = test::random_step(limits, 16, rng);
+      const sim::StepBuffers s = test::random_step(limits, 16, rng);
       const StepPlan plan = backend->plan(s.desc, layers, options);
       const std::string fault = tile_fault(plan);
       ASSERT_EQ(fault, "") << "step " << i << ": n=" << plan.num_tokens
@@ -118,16 +118,22 @@ TEST(RowTiles, MixedStepsSplitEveryRowOnce) {
 TEST(RowTiles, FaultsAreDetected) {
   auto backend = test::cpu_backend();
   const std::vector<LayerConfig> layers{test::csa_config({16, 2, 64, 16}, 8)};
-  std::vector<int32_t> qsl{0, 3, 43}, lens{100, 200}, table, rings{0, 1};
-  std::vector<int64_t> slots;
+  sim::StepHost h;
+  h.query_start_loc = {0, 3, 43};
+  h.seq_lens = {100, 200};
+  h.ring_index = {0, 1};
+  h.max_blocks = 13;
   for (int32_t r = 0; r < 2; ++r) {
-    for (int32_t j = 0; j < 13; ++j) table.push_back(r * 13 + j);
-    const int32_t q = qsl[static_cast<size_t>(r) + 1] - qsl[static_cast<size_t>(r)];
-    const int32_t len = lens[static_cast<size_t>(r)];
-    for (int32_t p = len - q; p < len; ++p) slots.push_back(int64_t{r * 13 + p / 16} * 16 + p % 16);
+    for (int32_t j = 0; j < 13; ++j) h.block_table.push_back(r * 13 + j);
+    const auto i = static_cast<size_t>(r);
+    const int32_t q = h.query_start_loc[i + 1] - h.query_start_loc[i];
+    const int32_t len = h.seq_lens[i];
+    for (int32_t p = len - q; p < len; ++p) {
+      h.slot_mapping.push_back(int64_t{r * 13 + p / 16} * 16 + p % 16);
+    }
   }
-  const StepDesc desc = test::host_step_desc(qsl, lens, table, 13, slots, rings);
-  const StepPlan good = backend->plan(desc, layers);
+  const sim::StepBuffers step(Device::host, std::move(h), 43);
+  const StepPlan good = backend->plan(step.desc, layers);
   ASSERT_EQ(tile_fault(good), "");
   // Request 1's 40 rows: tiles of 16, 16, 8; request 0's 3 rows untiled.
   EXPECT_EQ(good.row_tiles, (std::vector<int32_t>{3, 16, 19, 16, 35, 8}));

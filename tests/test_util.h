@@ -13,6 +13,7 @@
 #include "step5/attention.h"
 #include "step5/numerics.h"
 #include "step5/testing/sim.h"
+#include "step5/testing/step_buffers.h"
 
 // `error` (a step5::Error) has `error_code` and its message mentions `text`.
 #define EXPECT_ERROR(error, error_code, text)                                   \
@@ -33,37 +34,14 @@
 
 namespace step5::test {
 
-// A step over host arrays, as a plan reads them (they must outlive it):
-// query_start_loc [R + 1], seq_lens [R], block_table [R, max_blocks],
-// slot_mapping [n], ring_index [R].
-inline StepDesc host_step_desc(std::vector<int32_t>& qsl, std::vector<int32_t>& lens,
-                               std::vector<int32_t>& table, int64_t max_blocks,
-                               std::vector<int64_t>& slots, std::vector<int32_t>& rings) {
-  const auto R = static_cast<int64_t>(lens.size());
-  const auto n = static_cast<int64_t>(slots.size());
-  StepDesc d;
-  d.num_tokens = n;
-  d.num_requests = static_cast<int32_t>(R);
-  d.query_start_loc = TensorView::contiguous(qsl.data(), DType::i32, {R + 1});
-  d.seq_lens = TensorView::contiguous(lens.data(), DType::i32, {R});
-  d.block_table = TensorView::contiguous(table.data(), DType::i32, {R, max_blocks});
-  d.slot_mapping = TensorView::contiguous(slots.data(), DType::i64, {n});
-  d.ring_index = TensorView::contiguous(rings.data(), DType::i32, {R});
-  return d;
-}
-
-struct RandomStep {
-  std::vector<int32_t> qsl{0}, lens, table, rings;
-  std::vector<int64_t> slots;
-  StepDesc desc;
-};
-
-// A random step within `limits` (host arrays only, as a plan reads them): up to max_requests
-// requests (trailing ones possibly empty), up to max_tokens rows, lengths up to max_context.
-inline RandomStep random_step(const StepLimits& limits, int block_size, std::mt19937_64& rng) {
-  RandomStep s;
-  const int32_t max_blocks =
-      static_cast<int32_t>((limits.max_context + block_size - 1) / block_size);
+// A random step within `limits`, its arrays on the host as a plan reads
+// them: up to max_requests requests (trailing ones possibly empty), up to
+// max_tokens rows, lengths up to max_context.
+inline sim::StepBuffers random_step(const StepLimits& limits, int block_size,
+                                    std::mt19937_64& rng) {
+  sim::StepHost h;
+  h.max_blocks = static_cast<int32_t>((limits.max_context + block_size - 1) / block_size);
+  h.query_start_loc.push_back(0);
   const int32_t R = std::uniform_int_distribution<int32_t>(1, limits.max_requests)(rng);
   const bool decode = std::uniform_int_distribution<int>(0, 2)(rng) == 0;
   int64_t budget = limits.max_tokens;
@@ -74,15 +52,17 @@ inline RandomStep random_step(const StepLimits& limits, int block_size, std::mt1
     budget -= q;
     const int32_t len =
         std::uniform_int_distribution<int32_t>(q, static_cast<int32_t>(limits.max_context))(rng);
-    s.qsl.push_back(s.qsl.back() + q);
-    s.lens.push_back(len);
-    s.rings.push_back(r);
-    for (int32_t j = 0; j < max_blocks; ++j) s.table.push_back(r * max_blocks + j);
+    h.query_start_loc.push_back(h.query_start_loc.back() + q);
+    h.seq_lens.push_back(len);
+    h.ring_index.push_back(r);
+    for (int32_t j = 0; j < h.max_blocks; ++j) h.block_table.push_back(r * h.max_blocks + j);
     for (int32_t p = len - q; p < len; ++p) {
-      s.slots.push_back(int64_t{r * max_blocks + p / block_size} * block_size + p % block_size);
+      h.slot_mapping.push_back(int64_t{r * h.max_blocks + p / block_size} * block_size +
+                               p % block_size);
     }
   }
-  s.desc = host_step_desc(s.qsl, s.lens, s.table, max_blocks, s.slots, s.rings);
+  const int64_t n = h.query_start_loc.back();
+  sim::StepBuffers s(Device::host, std::move(h), n);
   // Some steps are planned from upper bounds of their lengths.
   s.desc.seq_lens_upper_bound = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
   return s;

@@ -25,7 +25,7 @@ TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
     const size_t bound = backend->workspace_bytes(layers, limits, options);
     size_t most = 0;
     for (int i = 0; i < 300; ++i) {
-      test::RandomStep s = test::random_step(limits, 16, rng);
+      const sim::StepBuffers s = test::random_step(limits, 16, rng);
       PlanOptions o = options;
       o.max_context = std::uniform_int_distribution<int>(0, 1)(rng) ? limits.max_context : 0;
       const StepPlan plan = backend->plan(s.desc, layers, o);
@@ -40,19 +40,14 @@ TEST(WorkspaceBound, EveryPlanWithinTheLimitsFits) {
   // The largest step (every row at the longest context) needs most of it.
   PlanOptions options;
   options.max_context = limits.max_context;
-  test::RandomStep s;
-  s.qsl = {0, 300};
-  s.lens = {700};
-  for (int32_t j = 0; j < 44; ++j) s.table.push_back(j);
-  for (int32_t p = 400; p < 700; ++p) s.slots.push_back(p);
-  s.rings = {0};
-  s.desc.num_tokens = 300;
-  s.desc.num_requests = 1;
-  s.desc.query_start_loc = TensorView::contiguous(s.qsl.data(), DType::i32, {2});
-  s.desc.seq_lens = TensorView::contiguous(s.lens.data(), DType::i32, {1});
-  s.desc.block_table = TensorView::contiguous(s.table.data(), DType::i32, {1, 44});
-  s.desc.slot_mapping = TensorView::contiguous(s.slots.data(), DType::i64, {300});
-  s.desc.ring_index = TensorView::contiguous(s.rings.data(), DType::i32, {1});
+  sim::StepHost h;
+  h.query_start_loc = {0, 300};
+  h.seq_lens = {700};
+  h.max_blocks = 44;
+  for (int32_t j = 0; j < 44; ++j) h.block_table.push_back(j);
+  for (int32_t p = 400; p < 700; ++p) h.slot_mapping.push_back(p);
+  h.ring_index = {0};
+  const sim::StepBuffers s(Device::host, std::move(h), 300);
   const StepPlan largest = backend->plan(s.desc, layers, options);
   const size_t bound = backend->workspace_bytes(layers, limits, options);
   EXPECT_LE(largest.workspace_bytes(), bound);

@@ -180,6 +180,7 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
     for (int32_t r = 0; r < R; ++r) {
       const int32_t len = plan.seq_len[static_cast<size_t>(r)];
       const int64_t used = (int64_t{len} + block_size - 1) / block_size;
+      if (used <= 0) continue;
       const int32_t* row = table + r * stride;
       // A row's minimum and maximum in one branch-free pass (the compiler
       // vectorizes it: 2M ids at 1M tokens x 128 requests); the entry named
@@ -190,7 +191,6 @@ void read_cache_ids(const StepDesc& step, bool any_csa, int block_size, StepPlan
         lo = std::min(lo, row[b]);
         hi = std::max(hi, row[b]);
       }
-      if (used <= 0) continue;
       if (lo < 0) {
         const int64_t b = std::find_if(row, row + used, [](int32_t id) { return id < 0; }) - row;
         detail::fail(ErrorCode::out_of_range,
