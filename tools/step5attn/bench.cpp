@@ -224,13 +224,10 @@ void Bench::run(const Shape& sh) {
   }
   layer.ms = timer_.median_ms(forward, reps_);
   if (sh.query_len <= 4) {
-    // Host time of one forward call: 92 calls (a Step5 model's layers) with
-    // no synchronization in between.
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 92; ++i) forward();
-    const auto t1 = std::chrono::steady_clock::now();
-    sim::synchronize(Device::cuda);
-    layer.host_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / 92;
+    // At most a cache update, then indexer, select and attention per
+    // scoring chunk (SWA: K/V write and attention).
+    const auto launches = static_cast<int64_t>(csa ? 1 + 3 * plan.chunks.size() : 2);
+    layer.host_us = bench::host_us_per_forward([&](int) { forward(); }, launches, nullptr);
   }
   results_.push_back(layer);
   bench::print_row(layer);

@@ -23,7 +23,7 @@ struct GraphShape {
 // Four layers, CSA and SWA each with bf16 and fp8 KV, in one packed pool of
 // blocks that holds every layer's cache side by side (the seed's BLNHC
 // layout). Returns the step's row; `host_us` is the host time of one
-// forward call (92 calls, no sync, all four layer kinds in turn).
+// forward call (92 calls, all four layer kinds in turn, bench_timer.h).
 Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const GraphShape& shape,
                       int reps, std::mt19937_64& rng);
 

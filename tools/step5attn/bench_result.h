@@ -30,7 +30,7 @@ struct Result {
   double flops = 0;
   double floor_bytes = 0;  // each input read once, each output written once
   double jaccard = -1;     // neighbour overlap of CSA selections; -1 = n/a
-  double host_us = -1;     // host time per forward call, no sync; -1 = not measured
+  double host_us = -1;     // host time per forward call (bench_timer.h); -1 = not measured
 };
 
 std::string label(const Result& r);

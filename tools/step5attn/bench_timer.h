@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <vector>
 
 #include "step5/testing/device_memory.h"
@@ -50,5 +52,30 @@ class Timer {
   cudaEvent_t start_ = nullptr;
   cudaEvent_t stop_ = nullptr;
 };
+
+// Host time of one forward call in us: 92 calls (a Step5 model's layers),
+// `forward(i)` for i = 0..91, none waiting for the GPU, timed in batches
+// that leave at most ~256 launches queued, the stream drained between
+// batches (outside the clock). 92 forwards in one go measured the GPU
+// instead whenever their launches filled the launch queue: the verify rows
+// at 1M x 128 requests (eight or nine score chunks, ~25-28 launches each)
+// reported 3.3-4.3 ms per forward in the eighth session's sweep.
+template <class F>
+double host_us_per_forward(F&& forward, int64_t launches_per_forward, cudaStream_t stream) {
+  constexpr int kCalls = 92;
+  constexpr int64_t kQueued = 256;
+  const int batch = static_cast<int>(
+      std::clamp<int64_t>(kQueued / std::max<int64_t>(1, launches_per_forward), 1, kCalls));
+  double us = 0;
+  for (int done = 0; done < kCalls; done += batch) {
+    STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = done; i < std::min(kCalls, done + batch); ++i) forward(i);
+    const auto t1 = std::chrono::steady_clock::now();
+    us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+  STEP5_TOOL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return us / kCalls;
+}
 
 }  // namespace step5::tool::bench
