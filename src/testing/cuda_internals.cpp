@@ -47,6 +47,13 @@ std::string capability_problem(int major, int minor) {
   return cuda::capability_problem(major, minor);
 }
 
+void attention_split_pages(int32_t num_pages, int num_splits, int split, int32_t* begin,
+                           int32_t* end) {
+  const cuda::attn::SplitPages pages = cuda::attn::split_pages(num_pages, num_splits, split);
+  *begin = pages.begin;
+  *end = pages.end;
+}
+
 int select_bin(uint32_t key, uint32_t best) {
   return cuda::select_bin(key, best);
 }

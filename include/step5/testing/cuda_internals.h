@@ -39,6 +39,11 @@ int attention_compact_stages(bool fp8);
 // Error(invalid_argument)) has a compact variant.
 bool has_compact_tile(int head_size, bool fp8, bool csa);
 
+// The paged attention's split of a row's `num_pages` pages: split `split`
+// of `num_splits` takes pages [*begin, *end).
+void attention_split_pages(int32_t num_pages, int num_splits, int split, int32_t* begin,
+                           int32_t* end);
+
 // The selection kernel's distance bins (src/cuda/select/bins.h): the bin of
 // order key `key` below a row's best key `best` (larger keys, larger bins;
 // 0 .. select_bins() - 1), and the smallest key whose bin is >= `bin`.

@@ -137,6 +137,21 @@ static_assert(num_splits(8, 8, 513, 132) == 4, "64 pairs: four splits, not five 
 static_assert(num_splits(1, 8, 513, 132) == 30, "8 pairs: 240 of 264 slots");
 static_assert(num_splits(1, 8, 9, 132) == 2, "no more splits than useful");
 
+// A split's pages [begin, end) of a row's `num_pages`: ceil(num_pages /
+// num_splits) each, the first splits full, the last ones short or empty.
+struct SplitPages {
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+constexpr SplitPages split_pages(int32_t num_pages, int num_splits, int split) {
+  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
+  const int32_t begin = std::min(num_pages, split * per_split);
+  return {begin, std::min(num_pages, begin + per_split)};
+}
+static_assert(split_pages(65, 4, 3).begin == 51 && split_pages(65, 4, 3).end == 65, "17 x 3 + 14");
+static_assert(split_pages(9, 4, 3).begin == 9 && split_pages(9, 4, 3).end == 9,
+              "3 x 3, last empty");
+
 // Block ids of a split's pages kept in shared memory (4 bytes each): every
 // CSA split (K <= 4096) and SWA windows up to 16K tokens; wider windows
 // fall back to block-table loads in the copy loop.

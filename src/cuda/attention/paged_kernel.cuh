@@ -148,9 +148,9 @@ __global__ void __launch_bounds__(attention_threads())
     first = lo / page_tokens();
     num_pages = cur - first + 1;
   }
-  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
-  const int32_t begin = min(num_pages, split * per_split);
-  const int32_t end = min(num_pages, begin + per_split);
+  const SplitPages range = split_pages(num_pages, num_splits, split);
+  const int32_t begin = range.begin;
+  const int32_t end = range.end;
   const int32_t num_steps = (end - begin + pages_per_step() - 1) / pages_per_step();
   int32_t my_steps = num_steps > warp ? (num_steps - warp + kWarps - 1) / kWarps : 0;
 

@@ -1,0 +1,33 @@
+// The paged attention's split-KV partition without a GPU
+// (src/cuda/attention/heuristics.h): the splits of a row cover its pages
+// once, in order, with no split longer than the first, for every page
+// count and split count the kernel can see.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "step5/testing/cuda_internals.h"
+
+namespace step5 {
+namespace {
+
+TEST(AttentionSplits, CoverEveryPageOnceInOrder) {
+  for (int32_t pages = 0; pages <= 600; ++pages) {
+    for (int splits = 1; splits <= 64; ++splits) {
+      int32_t next = 0, first = -1;
+      for (int split = 0; split < splits; ++split) {
+        int32_t begin = -1, end = -1;
+        cuda_testing::attention_split_pages(pages, splits, split, &begin, &end);
+        ASSERT_EQ(begin, next) << pages << " pages, split " << split << " of " << splits;
+        ASSERT_LE(begin, end) << pages << " pages, split " << split << " of " << splits;
+        if (split == 0) first = end - begin;
+        ASSERT_LE(end - begin, first) << pages << " pages, split " << split << " of " << splits;
+        next = end;
+      }
+      ASSERT_EQ(next, pages) << pages << " pages in " << splits << " splits";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace step5
