@@ -1,7 +1,7 @@
 // The paged attention's split-KV partition without a GPU
 // (src/cuda/attention/heuristics.h): the splits of a row cover its pages
-// once, in order, with no split longer than the first, for every page
-// count and split count the kernel can see.
+// once, in order, with no split longer than the first, for 0..600 pages
+// (a K = 512 row has 513) and every split count up to max_splits() = 64.
 #include <gtest/gtest.h>
 
 #include <cstdint>
