@@ -172,6 +172,7 @@ void Bench::run(const Shape& sh) {
     auto sel_dev = put(sel);
     const TensorView sv = dev_view(sel_dev, DType::i32, {n, G, c.topk});
     op.jaccard = bench::neighbour_jaccard(c, h, sel);
+    op.union_ratio = bench::tile_union_ratio(c, plan.row_tiles, sel);
     add(op, bench::attention_counts(c, h, &sel));
     op.ms = timer_.median_ms(
         [&] {
@@ -213,6 +214,7 @@ void Bench::run(const Shape& sh) {
     sim::synchronize(Device::cuda);
     const auto sel = sel_out.to_vector<int32_t>(static_cast<size_t>(n * G * c.topk));
     layer.jaccard = bench::neighbour_jaccard(c, h, sel);
+    layer.union_ratio = bench::tile_union_ratio(c, plan.row_tiles, sel);
     add(layer, bench::attention_counts(c, h, &sel));
     add(layer, bench::csa_layer_extra(c, h));
   } else {

@@ -36,6 +36,7 @@ void print_row(const Result& r) {
     std::printf("  floor %.3f ms (%.0f%%)", r.floor_bytes / kPeakBytes * 1e3,
                 100 * r.floor_bytes / s / kPeakBytes);
   if (r.jaccard >= 0) std::printf("  jaccard %.3f", r.jaccard);
+  if (r.union_ratio >= 0) std::printf("  union %.2f", r.union_ratio);
   if (r.host_us >= 0) std::printf("  host %.1f us/forward", r.host_us);
   std::printf("\n");
   std::fflush(stdout);
@@ -60,7 +61,8 @@ void write_json(const std::string& path, const std::string& gpu_name, const std:
       << ", \"tflop_per_s\": " << num(r.flops / s / 1e12)
       << ", \"frac_bw\": " << num(r.bytes / s / kPeakBytes)
       << ", \"frac_flops\": " << num(r.flops / s / kPeakFlops)
-      << ", \"jaccard\": " << num(r.jaccard) << ", \"floor_bytes\": " << num(r.floor_bytes)
+      << ", \"jaccard\": " << num(r.jaccard) << ", \"union_ratio\": " << num(r.union_ratio)
+      << ", \"floor_bytes\": " << num(r.floor_bytes)
       << ", \"floor_ms\": " << num(r.floor_bytes / kPeakBytes * 1e3)
       << ", \"floor_over_time\": " << num(r.floor_bytes / s / kPeakBytes)
       << ", \"host_us_per_forward\": " << num(r.host_us) << "}"

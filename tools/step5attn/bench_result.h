@@ -28,9 +28,10 @@ struct Result {
   double ms = 0;
   double bytes = 0;  // what the kernels request (see bench_workload.h)
   double flops = 0;
-  double floor_bytes = 0;  // each input read once, each output written once
-  double jaccard = -1;     // neighbour overlap of CSA selections; -1 = n/a
-  double host_us = -1;     // host time per forward call (bench_timer.h); -1 = not measured
+  double floor_bytes = 0;   // each input read once, each output written once
+  double jaccard = -1;      // neighbour overlap of CSA selections; -1 = n/a
+  double union_ratio = -1;  // CSA: regions a row tile's union walks per selected one; -1 = n/a
+  double host_us = -1;      // host time per forward call (bench_timer.h); -1 = not measured
 };
 
 std::string label(const Result& r);

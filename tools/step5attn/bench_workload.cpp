@@ -129,6 +129,42 @@ double neighbour_jaccard(const LayerConfig& c, const StepHost& s, const std::vec
   return pairs > 0 ? sum / static_cast<double>(pairs) : -1.0;
 }
 
+double tile_union_ratio(const LayerConfig& c, const std::vector<int32_t>& row_tiles,
+                        const std::vector<int32_t>& sel) {
+  const int G = c.num_kv_heads;
+  const int K = c.topk;
+  if (row_tiles.empty() || sel.empty()) return -1.0;
+  const int32_t most = *std::max_element(sel.begin(), sel.end());
+  // seen[r] == mark: region r is already in the current (tile, group)'s union.
+  std::vector<uint32_t> seen(static_cast<size_t>(std::max(most, 0)) + 1, 0);
+  uint32_t mark = 0;
+  double sum = 0;
+  int64_t tiles = 0;
+  for (size_t i = 0; i + 1 < row_tiles.size(); i += 2) {
+    const int64_t first = row_tiles[i], count = row_tiles[i + 1];
+    for (int g = 0; g < G; ++g) {
+      ++mark;
+      int64_t in_union = 0, selected = 0;
+      for (int64_t t = first; t < first + count; ++t) {
+        const int32_t* row = sel.data() + (t * G + g) * K;
+        for (int k = 0; k < K; ++k) {
+          if (row[k] < 0) continue;
+          ++selected;
+          if (seen[static_cast<size_t>(row[k])] != mark) {
+            seen[static_cast<size_t>(row[k])] = mark;
+            ++in_union;
+          }
+        }
+      }
+      if (selected == 0) continue;
+      sum += static_cast<double>(in_union) * static_cast<double>(count) /
+             static_cast<double>(selected);
+      ++tiles;
+    }
+  }
+  return tiles > 0 ? sum / static_cast<double>(tiles) : -1.0;
+}
+
 Counts attention_counts(const LayerConfig& c, const StepHost& s,
                         const std::vector<int32_t>* selected) {
   const double H = c.num_heads, G = c.num_kv_heads, D = c.head_size;

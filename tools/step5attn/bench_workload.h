@@ -57,6 +57,14 @@ std::vector<int32_t> make_selection(const LayerConfig& config, const StepHost& s
 double neighbour_jaccard(const LayerConfig& config, const StepHost& step,
                          const std::vector<int32_t>& selected);
 
+// Mean over the plan's row tiles (StepPlan::row_tiles: [tiles, 2] first row,
+// row count) and the groups of |union of the tile rows' selected regions|
+// divided by the rows' mean selection size: the work a union tile walks per
+// useful region (1 when a tile's rows select alike; C / K at most). -1 when
+// the plan has no tiles.
+double tile_union_ratio(const LayerConfig& config, const std::vector<int32_t>& row_tiles,
+                        const std::vector<int32_t>& selected);
+
 // Work of one attention launch over all rows of `step`.
 //   keys(row)  = CSA: 8 * |selected| + (p - 8c + 1); SWA: min(W, p + 1)
 //   pages(row) = CSA: |selected| + 1; SWA: p/8 - max(0, p-W+1)/8 + 1
