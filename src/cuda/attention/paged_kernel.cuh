@@ -85,9 +85,6 @@ __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
                            int32_t table_pages) {
   constexpr int D = T::kDim;
-  // Launched programmatically (after the selection), nothing is read or
-  // written before the previous grid has ended.
-  wait_for_previous_grid();
   // Heads per group: 1..8 (kNT = 1) or 9..16 (kNT = 2), the N side.
   const int hpg = p.num_heads / p.num_kv_heads;
   constexpr int kWarps = attention_warps();
@@ -129,6 +126,18 @@ __global__ void __launch_bounds__(attention_threads())
                  pos);
   }
   if (threadIdx.x == 0) row_fault = 0;
+  // Q of this group's heads as m16n8k16 B fragments; heads >= hpg are zero.
+  const int r0 = lane / 4;
+  const int c0 = (lane % 4) * 2;
+  uint32_t qb[D / 16][kNT][2];
+  load_q_cols<T, kNT>(p.query + t * p.query_row_stride + int64_t{g} * hpg * p.query_head_stride,
+                      p.query_head_stride, hpg, lane, qb);
+  // Launched programmatically (after the selection): the row metadata, Q
+  // and the zeros of padding rows need nothing of the forward's earlier
+  // grids (written before its first launch, or not read by them), so their
+  // loads overlap the wait and the page list; the selection and the cache
+  // pages are read only after the previous grid has ended.
+  wait_for_previous_grid();
   __syncthreads();
 
   // The row's page list: CSA compacted into shared memory, SWA implicit.
@@ -189,13 +198,6 @@ __global__ void __launch_bounds__(attention_threads())
     __syncthreads();
     if (row_fault != 0) my_steps = 0;
   }
-
-  // Q of this group's heads as m16n8k16 B fragments; heads >= hpg are zero.
-  const int r0 = lane / 4;
-  const int c0 = (lane % 4) * 2;
-  uint32_t qb[D / 16][kNT][2];
-  load_q_cols<T, kNT>(p.query + t * p.query_row_stride + int64_t{g} * hpg * p.query_head_stride,
-                      p.query_head_stride, hpg, lane, qb);
 
   float acc[D / 16][kNT][4];
 #pragma unroll

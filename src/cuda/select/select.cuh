@@ -103,10 +103,13 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
   // Launched programmatically, the CTA may run next to the indexer's last
-  // CTAs: nothing is read or written before that grid has ended. The
+  // CTAs. Until the wait below it touches nothing the indexer reads or
+  // writes: the cache update this launch may carry (write_kv, summarize:
+  // one query row per request, so no row scores a region the step closes)
+  // and the ring write read the step's inputs and the ring as the last step
+  // left it; rows of at most K closed regions need no scores. The scores
+  // and row maxima are read only after the indexer's grid has ended. The
   // attention launch after this one may then place its CTAs as these end.
-  wait_for_previous_grid();
-  allow_next_grid();
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
   if (local_row >= p.num_rows) {
@@ -129,6 +132,8 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
     return;
   }
+  wait_for_previous_grid();
+  allow_next_grid();
   if (closed > p.columns) {
     // More closed regions than were scored: a context past the plan's
     // (device seq_lens grown in a graph replay). Nothing is selected and
