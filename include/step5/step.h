@@ -118,9 +118,10 @@ struct LayerSchedule {
   // fewer). Only when every request has at most one query row in a single
   // scoring chunk: then no row of the step scores a region the step closes.
   bool cache_update_in_select = false;
-  // CSA on Hopper: the select and row-attention launches may start while
-  // the kernel before them finishes (programmatic dependent launch); their
-  // CTAs wait for it before touching memory.
+  // CSA on Hopper: the indexer, select and row-attention launches use
+  // programmatic dependent launch: a kernel's CTAs may be placed while the
+  // kernel before it finishes (the select and attention ones as the
+  // indexer's and select's CTAs end) and wait for it before touching memory.
   bool programmatic_launch = false;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero

@@ -185,6 +185,7 @@ IndexerParams indexer_params(const LayerConfig& config, const LayerSchedule& sch
   p.ctas = schedule.indexer_ctas;
   p.consumers = schedule.indexer_consumers;
   p.stages = schedule.indexer_stages;
+  p.programmatic_launch = schedule.programmatic_launch;
   p.guard = {summaries.num_blocks, block_table_cols(step), status};
   return p;
 }

@@ -60,6 +60,10 @@ struct IndexerParams {
   int32_t ctas = 0;           // persistent grid
   int32_t consumers = 0;      // consumer warpgroups per CTA, 1 or 2
   int32_t stages = 0;         // summary tiles per CTA's pipeline, >= 2, a multiple of consumers
+  // Launched with programmatic stream serialization (LayerSchedule::
+  // programmatic_launch); the kernel waits for the previous grid before
+  // reading anything either way.
+  bool programmatic_launch = false;
 
   DeviceGuard guard;  // num_blocks of the summary cache, block-table width; a region
                       // whose block faults scores as zeros

@@ -242,8 +242,12 @@ __global__ void __launch_bounds__(kBlockThreads, 1) indexer_tc_kernel(const Inde
   (void)p;
   __trap();
 #else
-  // The selection launched after this one (programmatically) may place its
-  // CTAs as these end; it waits for the whole grid before reading.
+  // Launched programmatically, the CTAs may be placed before the kernel
+  // before them has ended (when it allowed it): nothing is read before that
+  // grid has ended. The selection launched after this one (programmatically)
+  // may place its CTAs as these end; it waits for the whole grid before
+  // reading.
+  wait_for_previous_grid();
   allow_next_grid();
   constexpr bool kFp8 = Storage::kFp8;
   constexpr int M = mtiles(N);

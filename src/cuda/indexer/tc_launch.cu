@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
+#include "cuda/common/programmatic.cuh"
 #include "cuda/common/smem_limit.h"
 #include "cuda/indexer/tc_kernel.cuh"
 
@@ -75,7 +76,9 @@ void launch_indexer_tc(const IndexerParams& p, DType summary_dtype, size_t max_s
                   "); plan the step with the backend that runs it");
   with_kernel(p.tile_n, summary_dtype, [&](auto* kernel) {
     allow_max_smem(kernel);
-    kernel<<<static_cast<unsigned>(p.ctas), indexer_tc_block_threads(), smem, stream>>>(p);
+    STEP5_CUDA_CHECK(launch_kernel(kernel, dim3(static_cast<unsigned>(p.ctas)),
+                                   dim3(indexer_tc_block_threads()), smem, stream,
+                                   p.programmatic_launch, p));
   });
   check_launch("indexer_tc_kernel");
 }
