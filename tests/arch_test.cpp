@@ -222,6 +222,34 @@ TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
   EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, swa).cache_update_in_select);
 }
 
+// An SWA layer's K/V write rides on its attention launch only where no row
+// reads a slot another row of the step writes (one query row per request)
+// and every row goes to the row kernel, which does the write; verify steps,
+// prefill tiles and CSA layers keep it elsewhere.
+TEST(Schedule, KvWriteFoldsIntoSwaAttentionOnDecodeSteps) {
+  LayerConfig swa = g2_h16();
+  swa.kind = LayerKind::swa;
+  swa.head_size = 64;  // tiles that fit the 99 KB of this device
+  const StepPlan plan = decode_plan(2, 599);
+  const cuda_testing::DeviceInfo device = sm89_device();
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, plan, swa).kv_write_in_attention);
+
+  StepPlan verify = plan;  // row 4r + 1 reads the slot row 4r writes
+  verify.query_len = 4;
+  verify.num_tokens = 8;
+  verify.chunk_rows = 8;
+  verify.chunks[0].rows = {0, 8};
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, verify, swa).kv_write_in_attention);
+
+  StepPlan tiled = plan;  // a tile of the plan (SWA tiles always run tiled)
+  tiled.row_tiles = {0, 1};
+  const LayerSchedule tiles = cuda_testing::schedule_layer(device, tiled, swa);
+  ASSERT_TRUE(tiles.tiled_attention);
+  EXPECT_FALSE(tiles.kv_write_in_attention);
+
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, g2_h16()).kv_write_in_attention);
+}
+
 // Programmatic dependent launch (griddepcontrol) exists from sm_90: the
 // CSA schedule asks for it there, and never for SWA layers.
 TEST(Schedule, ProgrammaticLaunchFromSm90) {

@@ -118,6 +118,12 @@ struct LayerSchedule {
   // fewer). Only when every request has at most one query row in a single
   // scoring chunk: then no row of the step scores a region the step closes.
   bool cache_update_in_select = false;
+  // SWA: the K/V write rides on the attention launch instead of its own
+  // (one launch fewer): the CTA that reads a row's own page writes the
+  // row's K/V there first. Only when every request has at most one query
+  // row and no row goes to the tile kernel: then no row reads a slot
+  // another row writes.
+  bool kv_write_in_attention = false;
   // CSA on Hopper: the indexer, select and row-attention launches use
   // programmatic dependent launch: a kernel's CTAs may be placed while the
   // kernel before it finishes (the select and attention ones as the

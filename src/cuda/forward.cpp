@@ -201,11 +201,13 @@ void run_forward_swa(const LayerConfig& config, const StepDesc& step, const Step
     return;
   }
   uint32_t* const status = status_of(plan, ws);
-  if (write_kv) {
-    launch_kv_write(kv_write_params(config, step, plan, in.key, in.value, kv, status),
-                    config.kv_dtype, stream);
-  }
+  const KvWriteParams kv_rows =
+      write_kv ? kv_write_params(config, step, plan, in.key, in.value, kv, status)
+               : KvWriteParams{};
+  const bool fold = write_kv && schedule.kv_write_in_attention;
+  if (write_kv && !fold) launch_kv_write(kv_rows, config.kv_dtype, stream);
   AttentionTarget target;
+  target.kv_write = fold ? &kv_rows : nullptr;
   target.output = out.output;
   target.scratch = scratch_of(plan, ws);
   target.scratch_bytes = plan.workspace.scratch_bytes;

@@ -122,6 +122,9 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   const bool wgmma = tile_wgmma(device, c);
   s.tiled_attention = tiled_attention(device, plan, c, wgmma);
   s.tile_wgmma = s.tiled_attention && wgmma;
+  if (c.kind == LayerKind::swa) {
+    s.kv_write_in_attention = !s.tiled_attention && max_rows_per_request(plan) <= 1;
+  }
   if (c.kind == LayerKind::csa) {
     schedule_indexer(device, plan, c, s);
     // A row at position p scores regions j < p / 8, each closed by a row

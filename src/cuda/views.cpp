@@ -99,6 +99,7 @@ KvWriteParams slot_write_params(const LayerConfig& config, TensorView slot_mappi
   p.num_heads = config.num_kv_heads;
   p.head_size = config.head_size;
   p.block_size = config.block_size;
+  p.block_shift = log2_if_power_of_two(config.block_size);
   p.k_scale = config.k_scale;
   p.v_scale = config.v_scale;
   p.guard = {kv.num_blocks, 0, status};
@@ -241,6 +242,10 @@ PagedAttentionParams attention_params(const LayerConfig& config, const LayerSche
   if (target.row_list != nullptr) {
     p.row_list = target.row_list;
     p.num_rows = target.list_rows;
+  }
+  if (target.kv_write != nullptr) {
+    p.write_kv = true;
+    p.kv_write = *target.kv_write;
   }
   return p;
 }

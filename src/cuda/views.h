@@ -80,6 +80,9 @@ struct AttentionTarget {
   // [list_rows]; null: every row of `range`.
   const int32_t* row_list = nullptr;
   int64_t list_rows = 0;
+  // The step's K/V write, done by the attention launch itself
+  // (PagedAttentionParams::write_kv); null: written before it.
+  const KvWriteParams* kv_write = nullptr;
 };
 PagedAttentionParams attention_params(const LayerConfig& config, const LayerSchedule& schedule,
                                       const StepDesc& step, const RowMeta& rows, RowRange range,

@@ -54,6 +54,10 @@ void attention_split_pages(int32_t num_pages, int num_splits, int split, int32_t
   *end = pages.end;
 }
 
+int attention_last_page_split(int32_t num_pages, int num_splits) {
+  return cuda::attn::last_page_split(num_pages, num_splits);
+}
+
 int select_bin(uint32_t key, uint32_t best) {
   return cuda::select_bin(key, best);
 }

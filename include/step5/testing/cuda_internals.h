@@ -43,6 +43,9 @@ bool has_compact_tile(int head_size, bool fp8, bool csa);
 // of `num_splits` takes pages [*begin, *end).
 void attention_split_pages(int32_t num_pages, int num_splits, int split, int32_t* begin,
                            int32_t* end);
+// The split holding a row's last page (its own, whose K/V that split writes
+// when the launch carries the write).
+int attention_last_page_split(int32_t num_pages, int num_splits);
 
 // The selection kernel's distance bins (src/cuda/select/bins.h): the bin of
 // order key `key` below a row's best key `best` (larger keys, larger bins;

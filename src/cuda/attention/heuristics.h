@@ -151,6 +151,15 @@ constexpr SplitPages split_pages(int32_t num_pages, int num_splits, int split) {
 static_assert(split_pages(65, 4, 3).begin == 51 && split_pages(65, 4, 3).end == 65, "17 x 3 + 14");
 static_assert(split_pages(9, 4, 3).begin == 9 && split_pages(9, 4, 3).end == 9,
               "3 x 3, last empty");
+// The split that holds a row's last page, its own position's (0 for a row
+// without pages): the one that writes the row's K/V when the attention
+// launch carries the write (PagedAttentionParams::write_kv).
+constexpr int last_page_split(int32_t num_pages, int num_splits) {
+  if (num_pages <= 0) return 0;
+  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
+  return static_cast<int>((num_pages - 1) / per_split);
+}
+static_assert(last_page_split(65, 4) == 3 && last_page_split(9, 4) == 2, "the split holding it");
 
 // Block ids of a split's pages kept in shared memory (4 bytes each): every
 // CSA split (K <= 4096) and SWA windows up to 16K tokens; wider windows

@@ -82,6 +82,21 @@ void check_params(const PagedAttentionParams& p) {
   }
   require(p.softmax_scale > 0.0f, bad, "paged attention: softmax scale expected > 0, got ",
           p.softmax_scale);
+  if (p.write_kv) {
+    // The K/V write of write_kv goes to the cache this launch reads, for
+    // every row it computes (kv_write.h's layout is the attention's).
+    const KvWriteParams& w = p.kv_write;
+    require(w.cache == p.kv && w.block_stride == p.kv_block_stride &&
+                w.head_stride == p.kv_head_stride && w.token_stride == p.kv_token_stride &&
+                w.num_heads == p.num_kv_heads && w.head_size == p.head_size &&
+                w.block_size == p.block_size && w.key != nullptr && w.value != nullptr &&
+                w.slot_mapping != nullptr && p.row_list == nullptr && p.selected == nullptr &&
+                w.num_tokens >= p.row_begin + p.num_rows,
+            bad,
+            "paged attention: write_kv expected an SWA launch over a range of rows, its own "
+            "cache, heads, head size and block size, and a slot for every row, got a write of ",
+            w.num_tokens, " rows for rows ", p.row_begin, "..", p.row_begin + p.num_rows);
+  }
   // 16-byte cp.async of cache rows; 32-bit query fragments; 16-byte stores.
   require(aligned16(p.kv) && p.kv_block_stride % 16 == 0 && p.kv_head_stride % 16 == 0 &&
               p.kv_token_stride % 16 == 0,

@@ -34,6 +34,7 @@
 
 #include "cuda/common/guard.h"
 #include "cuda/common/rows.h"
+#include "cuda/kv_write/params.h"
 #include "step5/config.h"
 #include "step5/tensor.h"
 
@@ -117,6 +118,14 @@ struct PagedAttentionParams {
   // Launched with programmatic stream serialization (the kernel waits for
   // the previous one first either way).
   bool programmatic_launch = false;
+  // SWA: the step's K/V rows written by this launch instead of a kv_write
+  // launch before it (LayerSchedule::kv_write_in_attention): the CTA of
+  // (row t, group g) whose split holds t's last page, the one with t's own
+  // position, stores t's key and value of group g before it copies any
+  // page. Sound only when no other row reads a slot this step writes (one
+  // query row per request). kv_write.num_tokens must cover the launch's rows.
+  bool write_kv = false;
+  KvWriteParams kv_write;  // used when write_kv
 };
 
 // Computes params.num_rows rows of attention into params.output (and zeroes

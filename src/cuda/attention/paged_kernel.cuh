@@ -17,8 +17,10 @@
 #include "cuda/attention/ptx.cuh"
 #include "cuda/attention/row_fragments.cuh"
 #include "cuda/attention/tiles.h"
+#include "cuda/common/dispatch.h"
 #include "cuda/common/programmatic.cuh"
 #include "cuda/common/rows.h"
+#include "cuda/kv_write/kv_write.cuh"
 
 namespace step5::cuda::attn {
 
@@ -80,6 +82,17 @@ __device__ __forceinline__ void zero_group_rows(const PagedAttentionParams& p, i
   }
 }
 
+// Step row t's K and V of group g into the cache (PagedAttentionParams::
+// write_kv), one 16-byte input vector per thread; the caller's next barrier
+// orders them before the CTA's copies.
+template <class T>
+__device__ __forceinline__ void write_row_kv(const KvWriteParams& p, int64_t t, int g) {
+  using Storage = std::conditional_t<T::kIsFp8, Fp8Tag, Bf16Tag>;
+  static_assert(2 * T::kDim / 8 <= attention_threads(), "one vector per thread");
+  const int v = static_cast<int>(threadIdx.x);
+  if (v < 2 * T::kDim / 8) write_kv_vector<Storage>(p, t, g, v, kv_live_rows(p));
+}
+
 template <class T, int kNT>
 __global__ void __launch_bounds__(attention_threads())
     paged_attention_kernel(const PagedAttentionParams p, int num_splits, int32_t max_pages,
@@ -124,6 +137,15 @@ __global__ void __launch_bounds__(attention_threads())
   if (bad_row && threadIdx.x == 0 && g == 0 && split == 0) {
     report_fault(p.guard, pos < 0 ? DeviceFault::bad_position : DeviceFault::past_block_table, t,
                  pos);
+  }
+  if constexpr (!T::kIsCsa) {
+    // The row's own K/V (PagedAttentionParams::write_kv, SWA) by the split
+    // that reads its last page, pages floor(lo / 8)..cur (a faulted row:
+    // the first split); the barrier below puts it before every copy.
+    if (p.write_kv) {
+      const int32_t pages = bad_row ? 0 : cur - max(0, pos - p.window + 1) / page_tokens() + 1;
+      if (split == last_page_split(pages, num_splits)) write_row_kv<T>(p.kv_write, t, g);
+    }
   }
   if (threadIdx.x == 0) row_fault = 0;
   // Q of this group's heads as m16n8k16 B fragments; heads >= hpg are zero.

@@ -15,7 +15,11 @@ __device__ __forceinline__ void write_kv_vector(const KvWriteParams& p, int64_t 
   if (t >= live) return;  // a row of a padding request
   const int64_t slot = __ldg(p.slot_mapping + t);
   if (slot < 0) return;  // padding token (engines mark them -1)
-  if (slot / p.block_size >= p.guard.num_blocks) {
+  // Block and token of the slot: shifts for the power-of-two block sizes
+  // engines use (a 64-bit division is a long instruction sequence).
+  const int64_t block = p.block_shift >= 0 ? slot >> p.block_shift : slot / p.block_size;
+  const int64_t token = p.block_shift >= 0 ? slot & (p.block_size - 1) : slot % p.block_size;
+  if (block >= p.guard.num_blocks) {
     if (v == 0 && g == 0) report_fault(p.guard, DeviceFault::kv_slot, t, slot);
     return;
   }
@@ -24,8 +28,8 @@ __device__ __forceinline__ void write_kv_vector(const KvWriteParams& p, int64_t 
   const uint16_t* src = is_value ? p.value + t * p.value_stride_t + g * p.value_stride_g + d
                                  : p.key + t * p.key_stride_t + g * p.key_stride_g + d;
   const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  char* row = static_cast<char*>(p.cache) + (slot / p.block_size) * p.block_stride +
-              g * p.head_stride + (slot % p.block_size) * p.token_stride;
+  char* row = static_cast<char*>(p.cache) + block * p.block_stride + g * p.head_stride +
+              token * p.token_stride;
   const int element = (is_value ? p.head_size : 0) + d;
   if constexpr (Storage::kFp8) {
     const float scale = is_value ? p.v_scale : p.k_scale;

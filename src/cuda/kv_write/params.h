@@ -27,6 +27,7 @@ struct KvWriteParams {
   int32_t num_heads = 0;                  // G
   int32_t head_size = 0;                  // D, a multiple of 8
   int32_t block_size = 0;                 // B
+  int32_t block_shift = -1;               // log2(B) when B is a power of two, else -1
   float k_scale = 1.0f;                   // fp8: stored = e4m3(k / k_scale)
   float v_scale = 1.0f;
   DeviceGuard guard;  // num_blocks of the cache: slots past it are faults (recorded when

@@ -74,6 +74,9 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
   require(a.selected != nullptr ? a.topk > 0 : a.window > 0, bad,
           "tile attention: expected topk > 0 (CSA) or window > 0 (SWA), got topk = ", a.topk,
           ", window = ", a.window);
+  require(!a.write_kv, bad,
+          "tile attention: the K/V write rides only on the row kernel's launch "
+          "(PagedAttentionParams::write_kv expected false)");
   require(p.num_tiles >= 0 && (p.num_tiles == 0 || p.tiles != nullptr), bad,
           "tile attention: expected a tile table for ", p.num_tiles, " tiles");
   require(int64_t{p.num_tiles} * a.num_kv_heads < (int64_t{1} << 31), ErrorCode::unsupported,
