@@ -226,10 +226,8 @@ void Bench::run(const Shape& sh) {
   }
   layer.ms = timer_.median_ms(forward, reps_);
   if (sh.query_len <= 4) {
-    // At most a cache update, then indexer, select and attention per
-    // scoring chunk (SWA: K/V write and attention).
-    const auto launches = static_cast<int64_t>(csa ? 1 + 3 * plan.chunks.size() : 2);
-    layer.host_us = bench::host_us_per_forward([&](int) { forward(); }, launches, nullptr);
+    layer.host_us = bench::host_us_per_forward(
+        [&](int) { forward(); }, bench::max_launches_per_forward(plan, c.kind), nullptr);
   }
   results_.push_back(layer);
   bench::print_row(layer);

@@ -131,11 +131,9 @@ Result run_graph_step(Backend& gpu, sim::DeviceBuffer& pool, Timer& timer, const
   // Host time of one forward call: 92 calls (a Step5 model's layers), the
   // four layer kinds in turn, none waiting for the GPU (bench_timer.h).
   for (size_t i = 0; i < layers.size(); ++i) forward(i);
-  // At most a cache update, then indexer, select and attention per scoring
-  // chunk (a CSA layer; SWA makes two).
-  const auto launches = static_cast<int64_t>(1 + 3 * plan.chunks.size());
-  const double host_us = bench::host_us_per_forward(
-      [&](int i) { forward(static_cast<size_t>(i) % layers.size()); }, launches, stream);
+  const double host_us =
+      bench::host_us_per_forward([&](int i) { forward(static_cast<size_t>(i) % layers.size()); },
+                                 bench::max_launches_per_forward(plan, LayerKind::csa), stream);
   // For scale: the host cost of one plain stream operation on this machine.
   const auto m0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 92; ++i) STEP5_TOOL_CUDA_CHECK(cudaMemsetAsync(ws.data(), 0, 4, stream));

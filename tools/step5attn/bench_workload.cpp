@@ -165,6 +165,10 @@ double tile_union_ratio(const LayerConfig& c, const std::vector<int32_t>& row_ti
   return tiles > 0 ? sum / static_cast<double>(tiles) : -1.0;
 }
 
+int64_t max_launches_per_forward(const StepPlan& plan, LayerKind kind) {
+  return kind == LayerKind::csa ? 1 + 3 * static_cast<int64_t>(plan.chunks.size()) : 2;
+}
+
 Counts attention_counts(const LayerConfig& c, const StepHost& s,
                         const std::vector<int32_t>* selected) {
   const double H = c.num_heads, G = c.num_kv_heads, D = c.head_size;

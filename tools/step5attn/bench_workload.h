@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "step5/config.h"
+#include "step5/step.h"
 
 namespace step5::tool::bench {
 
@@ -64,6 +65,12 @@ double neighbour_jaccard(const LayerConfig& config, const StepHost& step,
 // the plan has no tiles.
 double tile_union_ratio(const LayerConfig& config, const std::vector<int32_t>& row_tiles,
                         const std::vector<int32_t>& selected);
+
+// The most launches one forward of `kind` makes for `plan`: CSA a cache
+// update, then indexer, select and attention per scoring chunk; SWA a K/V
+// write and the attention (bench_timer.h's host timing sizes its batches
+// from it).
+int64_t max_launches_per_forward(const StepPlan& plan, LayerKind kind);
 
 // Work of one attention launch over all rows of `step`.
 //   keys(row)  = CSA: 8 * |selected| + (p - 8c + 1); SWA: min(W, p + 1)

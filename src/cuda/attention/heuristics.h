@@ -143,21 +143,30 @@ struct SplitPages {
   int32_t begin = 0;
   int32_t end = 0;
 };
+constexpr int32_t pages_per_split(int32_t num_pages, int num_splits) {
+  return (num_pages + num_splits - 1) / num_splits;
+}
 constexpr SplitPages split_pages(int32_t num_pages, int num_splits, int split) {
-  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
+  const int32_t per_split = pages_per_split(num_pages, num_splits);
   const int32_t begin = std::min(num_pages, split * per_split);
   return {begin, std::min(num_pages, begin + per_split)};
 }
 static_assert(split_pages(65, 4, 3).begin == 51 && split_pages(65, 4, 3).end == 65, "17 x 3 + 14");
 static_assert(split_pages(9, 4, 3).begin == 9 && split_pages(9, 4, 3).end == 9,
               "3 x 3, last empty");
+// An SWA row at position `pos` reads pages first..pos / 8 with first =
+// max(0, pos - W + 1) / 8 (W = `window` keys including its own).
+constexpr int32_t swa_first_page(int32_t pos, int32_t window) {
+  return std::max(0, pos - window + 1) / page_tokens();
+}
+
 // The split that holds a row's last page, its own position's (0 for a row
 // without pages): the one that writes the row's K/V when the attention
 // launch carries the write (PagedAttentionParams::write_kv).
 constexpr int last_page_split(int32_t num_pages, int num_splits) {
-  if (num_pages <= 0) return 0;
-  const int32_t per_split = (num_pages + num_splits - 1) / num_splits;
-  return static_cast<int>((num_pages - 1) / per_split);
+  return num_pages <= 0
+             ? 0
+             : static_cast<int>((num_pages - 1) / pages_per_split(num_pages, num_splits));
 }
 static_assert(last_page_split(65, 4) == 3 && last_page_split(9, 4) == 2, "the split holding it");
 

@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(attention_threads())
     // that reads its last page, pages floor(lo / 8)..cur (a faulted row:
     // the first split); the barrier below puts it before every copy.
     if (p.write_kv) {
-      const int32_t pages = bad_row ? 0 : cur - max(0, pos - p.window + 1) / page_tokens() + 1;
+      const int32_t pages = bad_row ? 0 : cur - swa_first_page(pos, p.window) + 1;
       if (split == last_page_split(pages, num_splits)) write_row_kv<T>(p.kv_write, t, g);
     }
   }
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(attention_threads())
     num_pages = compact_pages<attention_threads()>(sel, p.topk, cur, pages, warp_count);
   } else {
     lo = max(0, pos - p.window + 1);
-    first = lo / page_tokens();
+    first = swa_first_page(pos, p.window);
     num_pages = cur - first + 1;
   }
   const SplitPages range = split_pages(num_pages, num_splits, split);
