@@ -206,9 +206,9 @@ __device__ __forceinline__ void load_row_pages(const PagedAttentionParams& p, in
 // dependent block-table load every step (that load's latency bounded the
 // step rate, so fp8 ran no faster than bf16). A split longer than the
 // table (very wide windows) looks blocks up as it goes. A block id
-// outside the cache is reported and zeroes the warp's `my_steps` (the
-// split then reads nothing and comes out NaN); zeroed here rather than
-// returned as a bool, which ptxas got as a 16-bit value (RowWork's note).
+// outside the cache is reported and zeroes the warp's `my_steps` here (the
+// split then reads nothing and comes out NaN), not returned as a second
+// bool, which ptxas kept as a 16-bit value (RowWork's note).
 template <class T>
 __device__ __forceinline__ bool translate_blocks(const PagedAttentionParams& p, int32_t table_pages,
                                                  int32_t* smem_blocks, int& row_fault, RowWork& w,
