@@ -181,15 +181,26 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
                                Smem::kQGroupBytes);
 
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-  auto run = [&](auto f16) {
-    for_each_window(p, first, t.live, t.request, sm,
-                    [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-                      hopper_prepare_list(p, t.live, length, sm);
-                      hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, key_lo,
-                                                                       key_hi, w, sm);
-                    });
-  };
   if constexpr (kFp8) {
+    // The stage format (f16 or bf16) depends on Q, so the mainloop waits
+    // for Q's copy; the first window's list (for SWA and CSA up to 16K
+    // tokens of context, the only one) is built and prepared before that
+    // wait, while the copy is in flight.
+    const TileKeys keys = tile_keys(t.live, sm);
+    int32_t first_length = 0;
+    if (keys.region_lo <= keys.region_hi) {
+      first_length = build_window_list(p, first, t.live, t.request, keys, keys.region_lo, sm);
+      hopper_prepare_list(p, t.live, first_length, sm);
+    }
+    auto run = [&](auto f16) {
+      for_each_window_after_first(
+          p, first, t.live, t.request, keys, first_length, sm,
+          [&](int32_t length, int32_t key_lo, int32_t key_hi, bool prepared) {
+            if (!prepared) hopper_prepare_list(p, t.live, length, sm);
+            hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, key_lo, key_hi, w,
+                                                             sm);
+          });
+    };
     attn::cp_async_wait<0>();  // Q
     __syncthreads();
     if (hopper_q_to_f16<D>(sm)) {
@@ -200,7 +211,12 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
       run(std::false_type{});
     }
   } else {
-    run(std::false_type{});
+    // bf16 stages: the mainloop's first barrier waits for Q.
+    for_each_window(p, first, t.live, t.request, sm,
+                    [&](int32_t length, int32_t key_lo, int32_t key_hi) {
+                      hopper_prepare_list(p, t.live, length, sm);
+                      hopper_run_window<D, kFp8, false>(p, kv_head, length, key_lo, key_hi, w, sm);
+                    });
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;

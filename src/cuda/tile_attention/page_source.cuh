@@ -196,29 +196,74 @@ __device__ int32_t compact_window(const PagedAttentionParams& p, int64_t first, 
   return length;
 }
 
+// The tile's attended keys [key_lo, key_hi] and the regions that hold
+// them (none when no row is live: region_lo > region_hi).
+struct TileKeys {
+  int32_t key_lo;
+  int32_t key_hi;
+  int32_t region_lo;
+  int32_t region_hi;
+};
+
+template <class Smem>
+__device__ __forceinline__ TileKeys tile_keys(uint32_t live, const Smem& sm) {
+  TileKeys k{INT32_MAX, -1, 0, -1};
+  for (int j = 0; j < tile_rows(); ++j) {
+    if (((live >> j) & 1u) == 0) continue;
+    k.key_lo = min(k.key_lo, sm.row_low[j]);
+    k.key_hi = max(k.key_hi, sm.row_position[j]);
+  }
+  if (live != 0) {
+    k.region_lo = k.key_lo / attn::page_tokens();
+    k.region_hi = k.key_hi / attn::page_tokens();
+  }
+  return k;
+}
+
+// Builds and compacts the list of the window that starts at region `base`;
+// returns its length.
+template <class Smem>
+__device__ __forceinline__ int32_t build_window_list(const PagedAttentionParams& p, int64_t first,
+                                                     uint32_t live, int32_t request,
+                                                     const TileKeys& keys, int32_t base, Smem& sm) {
+  const int span = window_span(base, keys.region_hi);
+  build_window(p, first, live, base, span, sm);
+  return compact_window(p, first, request, base, keys.region_hi, span, sm);
+}
+
 // Runs the tile's key set window by window: for each window of
 // window_regions() regions between the lowest and highest attended ones,
-// builds and compacts its list and calls run(length, key_lo, key_hi).
-// Keys no row attends are never read: below the lowest window (0 for CSA
-// rows), above the last row; so are regions outside that range.
+// calls run(length, key_lo, key_hi, first_window) on its compacted list.
+// The first window's list is the caller's (build_window_list at
+// keys.region_lo, length `first_length`), so a kernel can build it while
+// other loads are in flight; the others are built here. Keys no row
+// attends are never read: below the lowest window (0 for CSA rows), above
+// the last row; so are regions outside that range.
+template <class Smem, class Run>
+__device__ __forceinline__ void for_each_window_after_first(const PagedAttentionParams& p,
+                                                            int64_t first, uint32_t live,
+                                                            int32_t request, const TileKeys& keys,
+                                                            int32_t first_length, Smem& sm,
+                                                            Run&& run) {
+#pragma unroll 1
+  for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
+    const bool first_window = base == keys.region_lo;
+    const int32_t length =
+        first_window ? first_length : build_window_list(p, first, live, request, keys, base, sm);
+    run(length, keys.key_lo, keys.key_hi, first_window);
+  }
+}
+
+// The same, every window's list built here: run(length, key_lo, key_hi).
 template <class Smem, class Run>
 __device__ __forceinline__ void for_each_window(const PagedAttentionParams& p, int64_t first,
                                                 uint32_t live, int32_t request, Smem& sm,
                                                 Run&& run) {
-  int32_t key_lo = INT32_MAX, key_hi = -1;
-  for (int j = 0; j < tile_rows(); ++j) {
-    if (((live >> j) & 1u) == 0) continue;
-    key_lo = min(key_lo, sm.row_low[j]);
-    key_hi = max(key_hi, sm.row_position[j]);
-  }
-  const int32_t region_lo = live != 0 ? key_lo / attn::page_tokens() : 0;
-  const int32_t region_hi = live != 0 ? key_hi / attn::page_tokens() : -1;
+  const TileKeys keys = tile_keys(live, sm);
 #pragma unroll 1
-  for (int32_t base = region_lo; base <= region_hi; base += window_regions()) {
-    const int span = window_span(base, region_hi);
-    build_window(p, first, live, base, span, sm);
-    const int32_t length = compact_window(p, first, request, base, region_hi, span, sm);
-    run(length, key_lo, key_hi);
+  for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
+    const int32_t length = build_window_list(p, first, live, request, keys, base, sm);
+    run(length, keys.key_lo, keys.key_hi);
   }
 }
 
