@@ -17,6 +17,7 @@
 #include "cuda/attention/launch.h"
 #include "cuda/attention/ptx.cuh"
 #include "cuda/attention/row_fragments.cuh"
+#include "cuda/common/block_position.cuh"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/guard.h"
 #include "cuda/common/rows.h"
@@ -102,13 +103,12 @@ struct RowWork {
   const int32_t* bt = nullptr;      // the request's block-table row
 };
 
-// Block-table column of a position and its token inside the block (shifts
-// when B is a power of two, as every engine's block sizes are).
+// Block-table column of a position and its token inside the block.
 __device__ __forceinline__ int32_t block_column(const PagedAttentionParams& p, int32_t kpos) {
-  return p.block_shift >= 0 ? kpos >> p.block_shift : kpos / p.block_size;
+  return block_of(kpos, p.block_shift, p.block_size);
 }
 __device__ __forceinline__ int32_t block_token(const PagedAttentionParams& p, int32_t kpos) {
-  return p.block_shift >= 0 ? kpos & (p.block_size - 1) : kpos % p.block_size;
+  return token_in_block(kpos, p.block_shift, p.block_size);
 }
 
 // The CTA's (row, group, split) and the row's request and position; false

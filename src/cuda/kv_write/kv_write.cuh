@@ -2,6 +2,7 @@
 // bf16 load, and a 16-byte (bf16) or 8-byte (fp8) store.
 #pragma once
 
+#include "cuda/common/block_position.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/kv_write/params.h"
 
@@ -15,10 +16,8 @@ __device__ __forceinline__ void write_kv_vector(const KvWriteParams& p, int64_t 
   if (t >= live) return;  // a row of a padding request
   const int64_t slot = __ldg(p.slot_mapping + t);
   if (slot < 0) return;  // padding token (engines mark them -1)
-  // Block and token of the slot: shifts for the power-of-two block sizes
-  // engines use (a 64-bit division is a long instruction sequence).
-  const int64_t block = p.block_shift >= 0 ? slot >> p.block_shift : slot / p.block_size;
-  const int64_t token = p.block_shift >= 0 ? slot & (p.block_size - 1) : slot % p.block_size;
+  const int64_t block = block_of(slot, p.block_shift, p.block_size);
+  const int64_t token = token_in_block(slot, p.block_shift, p.block_size);
   if (block >= p.guard.num_blocks) {
     if (v == 0 && g == 0) report_fault(p.guard, DeviceFault::kv_slot, t, slot);
     return;
