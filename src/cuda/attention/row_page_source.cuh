@@ -113,13 +113,17 @@ __device__ __forceinline__ int32_t block_token(const PagedAttentionParams& p, in
 
 // The CTA's (row, group, split) and the row's request and position; false
 // for a padding row (no request), which the caller zeros or leaves.
+// Splits vary fastest, then rows, then groups: the CTAs resident at one
+// time read one group's pages, so rows of one request that share pages
+// (prefill chunks, verify) find them in L2 instead of every group's pages
+// competing for it.
 __device__ __forceinline__ bool locate_row(const PagedAttentionParams& p, int num_splits,
                                            RowWork& w) {
   int64_t cta = blockIdx.x;
   w.split = static_cast<int>(cta % num_splits);
   cta /= num_splits;
-  w.g = static_cast<int>(cta % p.num_kv_heads);
-  w.local = cta / p.num_kv_heads;
+  w.g = static_cast<int>(cta / p.num_rows);
+  w.local = cta % p.num_rows;
   w.t = p.row_list != nullptr ? int64_t{__ldg(p.row_list + w.local)} : p.row_begin + w.local;
   return row_of(p.rows, w.t, w.request, w.pos);
 }
