@@ -1,7 +1,8 @@
 // Where a cache position lives in the paged cache: its block-table column
-// and its token inside that block. Every kernel that maps positions or
-// slots to blocks goes through these two, so the shift-or-divide choice is
-// made in one place.
+// and its token inside that block, for the kernels whose params carry a
+// block shift (the row attention's page source and the K/V write). The
+// tile, summary and indexer kernels still divide by the block size
+// themselves (32-bit; not yet moved here).
 #pragma once
 
 #include <cstdint>
