@@ -1,0 +1,146 @@
+// Host time of one kernel launch on this machine, by launch API, parameter
+// size and launch attribute: the CUDA driver's share of a forward call's
+// host time (bench/host_work measures the library's own share). Launches
+// go to an idle GPU (empty kernels), in batches of 200 between
+// synchronizations, best of 9 batches, three times. Not part of the build:
+//
+//   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
+//       -o /tmp/launch_cost bench/launch_cost.cu
+//   /tmp/launch_cost
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace {
+
+struct Big {
+  char bytes[512];  // about the size of the library's kernel parameters
+};
+struct Small {
+  void* p;
+  int n;
+};
+
+// The bodies only keep the parameters alive.
+__global__ void empty_kernel() {}
+__global__ void small_kernel(Small s) {
+  if (s.n == 7 && threadIdx.x == 9999) printf("x");
+}
+__global__ void big_kernel(Big b) {
+  if (b.bytes[3] == 7 && threadIdx.x == 9999) printf("x");
+}
+__global__ void big_dependent_kernel(Big b) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (b.bytes[3] == 7 && threadIdx.x == 9999) printf("x");
+}
+
+template <class F>
+double best_us(F&& launch, cudaStream_t stream) {
+  constexpr int kBatch = 200, kRounds = 10;
+  double best = 1e30;
+  for (int r = 0; r < kRounds; ++r) {
+    cudaStreamSynchronize(stream);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBatch; ++i) launch();
+    const auto t1 = std::chrono::steady_clock::now();
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kBatch;
+    if (r > 0 && us < best) best = us;  // the first batch warms up
+  }
+  cudaStreamSynchronize(stream);
+  return best;
+}
+
+template <class F>
+void report(const char* name, F&& launch, cudaStream_t stream) {
+  const double a = best_us(launch, stream), b = best_us(launch, stream),
+               c = best_us(launch, stream);
+  std::printf("%-52s %.2f %.2f %.2f us\n", name, a, b, c);
+}
+
+// cudaLaunchKernelEx with or without the programmatic-serialization
+// attribute (the library sets it on every launch; `programmatic` is its
+// value), 132 CTAs of 128 threads.
+template <class Arg>
+void launch_ex(cudaStream_t stream, bool with_attribute, int programmatic, void (*kernel)(Arg),
+               const Arg& arg, size_t smem) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(132);
+  config.blockDim = dim3(128);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = programmatic;
+  config.attrs = attribute;
+  config.numAttrs = with_attribute ? 1 : 0;
+  cudaLaunchKernelEx(&config, kernel, arg);
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  const Big big{};
+  const Small small{nullptr, 1};
+  empty_kernel<<<1, 32, 0, s>>>();
+  cudaStreamSynchronize(s);
+  report(
+      "<<<>>> empty, no args", [&] { empty_kernel<<<132, 128, 0, s>>>(); }, s);
+  report(
+      "<<<>>> 16-byte param", [&] { small_kernel<<<132, 128, 0, s>>>(small); }, s);
+  report(
+      "<<<>>> 512-byte param", [&] { big_kernel<<<132, 128, 0, s>>>(big); }, s);
+  report(
+      "cudaLaunchKernelEx 512 B, no attrs", [&] { launch_ex(s, false, 0, big_kernel, big, 0); }, s);
+  report(
+      "cudaLaunchKernelEx 512 B, PDL attr 0", [&] { launch_ex(s, true, 0, big_kernel, big, 0); },
+      s);
+  report(
+      "cudaLaunchKernelEx 512 B, PDL attr 1",
+      [&] { launch_ex(s, true, 1, big_dependent_kernel, big, 0); }, s);
+  report(
+      "cudaLaunchKernelEx 16 B, PDL attr 1", [&] { launch_ex(s, true, 1, small_kernel, small, 0); },
+      s);
+  cudaFuncSetAttribute(big_dependent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       200 * 1024);
+  report(
+      "cudaLaunchKernelEx 512 B, PDL 1, 200 KB smem",
+      [&] { launch_ex(s, true, 1, big_dependent_kernel, big, 200 * 1024); }, s);
+  // The driver API with the function looked up once.
+  CUfunction function;
+  cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&function),
+                      reinterpret_cast<const void*>(big_dependent_kernel));
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 12000, cudaEnableDefault, &found);
+  using LaunchEx = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+  const auto cu_launch_ex = reinterpret_cast<LaunchEx>(entry);
+  report(
+      "cuLaunchKernelEx 512 B, PDL 1 (driver, cached)",
+      [&] {
+        CUlaunchConfig config{};
+        config.gridDimX = 132;
+        config.gridDimY = config.gridDimZ = 1;
+        config.blockDimX = 128;
+        config.blockDimY = config.blockDimZ = 1;
+        config.hStream = s;
+        CUlaunchAttribute attribute[1];
+        attribute[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attribute[0].value.programmaticStreamSerializationAllowed = 1;
+        config.attrs = attribute;
+        config.numAttrs = 1;
+        void* args[] = {const_cast<Big*>(&big)};
+        cu_launch_ex(&config, function, args, nullptr);
+      },
+      s);
+  int device = 0;
+  report(
+      "cudaGetDevice", [&] { cudaGetDevice(&device); }, s);
+  report(
+      "cudaGetLastError", [&] { (void)cudaGetLastError(); }, s);
+  std::printf("last error: %s\n", cudaGetErrorString(cudaGetLastError()));
+  return 0;
+}
