@@ -2,21 +2,31 @@
 // own host work per forward call (validation, parameters, dispatch)
 // apart from the CUDA driver's launch cost. Kernel launches return at once
 // and do nothing; "device" memory is host memory (malloc), copies and sets
-// are memcpy and memset, events report 1 ms, and the device claims to be a
-// 132-SM sm_90 GPU with 227 KB of shared memory per block. Outputs are
-// meaningless: run the bench with --no-check, and read only its "host
-// us/forward" column (run.sh does this).
+// are memcpy and memset, and the device claims to be a 132-SM sm_90 GPU
+// with 227 KB of shared memory per block. Events count kernel launches:
+// the "elapsed ms" between two events is the number of launches made
+// between their records, so the bench's ms column becomes launches per
+// forward. Outputs are meaningless: run the bench with --no-check, and
+// read only its ms and "host us/forward" columns (run.sh does this).
 //
 // It defines exactly the runtime entry points that step5attn imports; a
 // binary that imports another fails to start with "undefined symbol",
 // which names the one to add.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 namespace {
-int opaque_object;  // what every stream, event and graph handle points to
+int opaque_object;  // what every stream and graph handle points to
+
+std::atomic<unsigned long long> launches{0};  // kernel launches so far
+
+// What a cudaEvent_t points to: the launch count at its last record.
+struct Event {
+  unsigned long long launches = 0;
+};
 
 template <class Handle>
 Handle opaque() {
@@ -44,7 +54,7 @@ cudaError_t __cudaGetKernel(void** kernel, const void* function) {
   return cudaSuccess;
 }
 
-// Launches: accepted and dropped.
+// Launches: counted and dropped.
 unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, void*) {
   return 0;
 }
@@ -56,9 +66,11 @@ cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* smem, vo
   return cudaSuccess;
 }
 cudaError_t __cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+  ++launches;
   return cudaSuccess;
 }
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t*, const void*, void**) {
+  ++launches;
   return cudaSuccess;
 }
 
@@ -169,7 +181,8 @@ cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t) {
   return cudaSuccess;
 }
 
-// Streams, events and graphs: opaque handles, nothing to wait for.
+// Streams and graphs: opaque handles, nothing to wait for. Events: launch
+// counts.
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
   *stream = opaque<cudaStream_t>();
   return cudaSuccess;
@@ -184,23 +197,26 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
-  *event = opaque<cudaEvent_t>();
+  *event = reinterpret_cast<cudaEvent_t>(new Event);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
   return cudaEventCreate(event);
 }
-cudaError_t cudaEventDestroy(cudaEvent_t) {
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete reinterpret_cast<Event*>(event);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  reinterpret_cast<Event*>(event)->launches = launches.load();
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t) {
   return cudaSuccess;
 }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
-  *ms = 1.0f;
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t stop) {
+  *ms = static_cast<float>(reinterpret_cast<Event*>(stop)->launches -
+                           reinterpret_cast<Event*>(start)->launches);
   return cudaSuccess;
 }
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {

@@ -3,9 +3,10 @@
 # builds cudart_standin.cpp as libcudart.so.13 and runs `step5attn bench`
 # against it, so kernel launches cost nothing and the "host us/forward"
 # column is what the library itself spends (validation, parameters,
-# dispatch). On a GPU machine the same column adds the CUDA driver's cost
-# per launch (bench/launch_cost.cu measures that). Every other column is
-# meaningless here.
+# dispatch), and the stand-in's events turn the "ms" column into the
+# forward's kernel launches. On a GPU machine the host column adds the
+# CUDA driver's cost per launch (bench/launch_cost.cu measures that).
+# Prints each layer row's launches and host us per forward.
 #
 #   bash bench/host_work/run.sh [build dir with step5attn] [bench filter]
 #
@@ -29,5 +30,9 @@ echo 'libcudart.so.13 { global: *; };' >"$scratch/version.map"
 g++ -O2 -std=c++17 -shared -fPIC -I"$cuda_include" "$root/bench/host_work/cudart_standin.cpp" \
   -Wl,--version-script="$scratch/version.map" -Wl,-soname,libcudart.so.13 \
   -o "$scratch/libcudart.so.13"
+# Layer rows: label, launches (the "ms" column), host us per forward.
+printf '%-56s %9s %9s\n' "bench row" "launches" "host us"
 LD_LIBRARY_PATH="$scratch" "$bin" bench --no-check --filter "$filter" |
-  grep -E ' layer | step ' | sed -E 's/ +[0-9.]+ ms .*host/  host/'
+  grep -E ' layer .* host [0-9.]+ us/forward' |
+  sed -E 's/^ +(.*(indep|corr)) +([0-9.]+) ms .* host ([0-9.]+) us\/forward.*/\1|\3|\4/' |
+  awk -F'|' '{ printf "%-56s %9.0f %9.1f\n", $1, $2, $3 }'
