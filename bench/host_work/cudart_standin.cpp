@@ -7,7 +7,8 @@
 // the "elapsed ms" between two events is the number of launches made
 // between their records, so the bench's ms column becomes launches per
 // forward. Outputs are meaningless: run the bench with --no-check, and
-// read only its ms and "host us/forward" columns (run.sh does this).
+// read only its ms and "host us/forward" columns (run.sh does this; the
+// launch_budget test, tests/launch_budget_test.py, checks the launches).
 //
 // It defines exactly the runtime entry points that step5attn imports; a
 // binary that imports another fails to start with "undefined symbol",
