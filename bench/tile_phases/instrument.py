@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Adds per-CTA phase marks to the Hopper tile attention kernel, in place.
+
+A profiling aid, not part of any build: it edits src/cuda/tile_attention/
+so that thread 0 of every CTA records clock64() at the kernel's phase
+boundaries, and a one-thread kernel launched after each tile launch
+prints them (every 8th launch from the 7th, up to the 100th, one
+"PH ..." line per CTA). Build step5attn, run `step5attn bench --no-check
+--filter ...` on the device, then feed its output to analyze.py. Undo
+with `git checkout src/cuda/tile_attention && rm
+src/cuda/tile_attention/ph.cuh`.
+
+The marks change the kernels' code a little (the fp8 kernel runs at the
+register limit; check `-Xptxas -v` for spills before trusting its
+mainloop figure). Each anchor below must match the source exactly; the
+script stops at the first one that does not.
+"""
+import os
+import sys
+
+# The source tree to edit: this checkout, or the one named by --root DIR
+# (the tile_phases test instruments a copy).
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
+if len(sys.argv) == 3 and sys.argv[1] == '--root':
+    ROOT = sys.argv[2]
+elif len(sys.argv) != 1:
+    sys.exit('usage: instrument.py [--root DIR]')
+TILE = os.path.join(ROOT, 'src', 'cuda', 'tile_attention')
+
+
+def sub(name, old, new):
+    path = os.path.join(TILE, name)
+    text = open(path).read()
+    if old not in text:
+        sys.exit(f'instrument.py: anchor not found in {name}:\n{old}')
+    open(path, 'w').write(text.replace(old, new, 1))
+
+
+# Marks: 0 start, 1 tile rows read, 10 Q copies issued, 11 row masks built,
+# 12 list compacted, 2 list prepared, 6 (fp8) Q landed, 3 first stage
+# landed, 4 mainloop done, 5 output stored. Slot 7/8 hold the CTA's
+# global start/end time, 9 its SM, row count and kind.
+open(os.path.join(TILE, 'ph.cuh'), 'w').write('''#pragma once
+#include <cstdint>
+namespace step5::cuda::tiled {
+static __device__ long long g_ph[16][65536];
+static __device__ unsigned long long g_ph_launch;
+__device__ __forceinline__ void ph_mark(int k) {
+  if (threadIdx.x == 0 && blockIdx.x < 65536) g_ph[k][blockIdx.x] = clock64();
+}
+__device__ __forceinline__ long long ph_globaltimer() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+}  // namespace step5::cuda::tiled
+''')
+include = '#include "cuda/tile_attention/params.h"'
+sub('page_source.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
+sub('hopper_mainloop.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
+
+sub('hopper_kernel.cuh', '''  const TileStart t = start_tile(tp, sm);''', '''  const long long ph_start = ph_globaltimer();
+  ph_mark(0);
+  g_ph[3][blockIdx.x] = 0;
+  const TileStart t = start_tile(tp, sm);
+  ph_mark(1);''')
+sub('hopper_kernel.cuh', '''  hopper_stage_q<D>(p, first, count, g, sm);''', '''  hopper_stage_q<D>(p, first, count, g, sm);
+  ph_mark(10);''')
+sub('hopper_kernel.cuh', '''    attn::cp_async_wait<0>();  // Q
+    __syncthreads();''', '''    ph_mark(2);
+    attn::cp_async_wait<0>();  // Q
+    __syncthreads();
+    ph_mark(6);''')
+sub('hopper_kernel.cuh', '''                      hopper_run_window<D, kFp8, false>(''',
+    '''                      ph_mark(2);
+                      hopper_run_window<D, kFp8, false>(''')
+sub('hopper_kernel.cuh', '''  __syncthreads();  // sm.faulted complete; stage buffers free''',
+    '''  __syncthreads();  // sm.faulted complete; stage buffers free
+  ph_mark(4);''')
+sub('hopper_kernel.cuh', '''#endif
+}
+
+}  // namespace step5::cuda::tiled''', '''  __syncthreads();
+  ph_mark(5);
+  if (threadIdx.x == 0) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    g_ph[7][blockIdx.x] = ph_start;
+    g_ph[8][blockIdx.x] = ph_globaltimer();
+    g_ph[9][blockIdx.x] = smid | (int64_t{t.count} << 16) | (kFp8 ? (1ll << 32) : 0) |
+                          (p.window > 0 ? (1ll << 33) : 0);
+  }
+#endif
+}
+
+static __global__ void ph_dump(int n) {
+  const unsigned long long launch = g_ph_launch++;
+  if (launch % 8 != 6 || launch > 100) return;
+  printf("PHCALL %llu %d\\n", launch, n);
+  for (int b = 0; b < n; ++b) {
+    const long long c0 = g_ph[0][b];
+    printf("PH %lld %lld %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\\n",
+           g_ph[9][b] >> 32, g_ph[9][b] & 0xffff, b, (g_ph[9][b] >> 16) & 0xffff, g_ph[7][b],
+           g_ph[8][b], g_ph[1][b] - c0, g_ph[2][b] - c0, g_ph[3][b] - c0, g_ph[6][b] - c0,
+           g_ph[4][b] - c0, g_ph[5][b] - c0, g_ph[10][b] - c0, g_ph[11][b] - c0, g_ph[12][b] - c0);
+  }
+}
+
+}  // namespace step5::cuda::tiled''')
+sub('hopper_mainloop.cuh', '''    wgmma::fence_proxy_async_smem();
+    __syncthreads();
+    const int32_t ahead = i + S - 2;''', '''    wgmma::fence_proxy_async_smem();
+    __syncthreads();
+    if (i == 0 && threadIdx.x == 0 && g_ph[3][blockIdx.x] == 0) g_ph[3][blockIdx.x] = clock64();
+    const int32_t ahead = i + S - 2;''')
+sub('page_source.cuh', '''  const int span = window_span(base, keys.region_hi);
+  build_window(p, first, live, base, span, sm);
+  return compact_window(p, first, request, base, keys.region_hi, span, sm);''',
+    '''  const int span = window_span(base, keys.region_hi);
+  build_window(p, first, live, base, span, sm);
+  ph_mark(11);
+  const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);
+  ph_mark(12);
+  return length;''')
+sub('instance.cuh', '''  check_launch("hopper_tile_attention_kernel");
+}''', '''  check_launch("hopper_tile_attention_kernel");
+  ph_dump<<<1, 1, 0, stream>>>(static_cast<int>(ctas));
+}''')
+print('instrumented src/cuda/tile_attention (undo: git checkout src/cuda/tile_attention '
+      '&& rm src/cuda/tile_attention/ph.cuh)')

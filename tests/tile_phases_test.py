@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""bench/tile_phases: instrument.py still finds every anchor in today's
+tile kernel sources (it edits a copy), and analyze.py reads its output
+format back into the right phases."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+TOOL = os.path.join(ROOT, 'bench', 'tile_phases')
+
+
+def fail(msg):
+    print('FAIL:', msg)
+    sys.exit(1)
+
+
+def check_instrument(tmp):
+    src = os.path.join(ROOT, 'src', 'cuda', 'tile_attention')
+    dst = os.path.join(tmp, 'src', 'cuda', 'tile_attention')
+    shutil.copytree(src, dst)
+    r = subprocess.run([sys.executable, os.path.join(TOOL, 'instrument.py'), '--root', tmp],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail('instrument.py: ' + r.stdout + r.stderr)
+    text = ''.join(open(os.path.join(dst, f)).read() for f in sorted(os.listdir(dst)))
+    marks = sorted({int(k) for k in
+                    [t.split(')')[0] for t in text.split('ph_mark(')[1:]] if k.isdigit()})
+    if marks != [0, 1, 2, 4, 5, 6, 10, 11, 12]:
+        fail(f'phase marks placed: {marks}')
+    if 'ph_dump<<<' not in text or 'g_ph[3][blockIdx.x] = clock64()' not in text:
+        fail('dump launch or first-stage mark missing')
+    # The checkout itself is untouched.
+    if os.path.exists(os.path.join(src, 'ph.cuh')):
+        fail('instrument.py --root edited the checkout')
+
+
+def check_analyze(tmp):
+    # Two CTAs of an SWA bf16 launch: marks 1, 2, 3, 6, 4, 5, 10, 11, 12
+    # (cycles after mark 0), as ph_dump prints them.
+    log = os.path.join(tmp, 'phases.log')
+    with open(log, 'w') as f:
+        f.write('PHCALL 6 2\n')
+        f.write('PH 2 0 0 16 1000 27000 100 900 1000 0 41000 45000 300 500 600\n')
+        f.write('PH 2 1 1 16 2000 28000 100 900 1000 0 41000 45000 300 500 600\n')
+        f.write('unrelated bench output\n')
+    r = subprocess.run([sys.executable, os.path.join(TOOL, 'analyze.py'), log],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail('analyze.py: ' + r.stderr)
+    want = {'tile rows': 100, 'Q copies issued': 200, 'row masks': 200, 'compaction': 100,
+            'list prepared': 300, 'to first stage': 100, 'mainloop': 40000, 'epilogue': 4000,
+            'total': 45000, 'wall_ns': 26000}
+    got = {}
+    for line in r.stdout.splitlines():
+        if 'median' in line:
+            name, rest = line.split('median')
+            got[name.strip()] = float(rest.split()[0])
+    if 'launch 6 SWA bf16' not in r.stdout or got != want:
+        fail(f'analyze.py read {got}, expected {want}:\n{r.stdout}')
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        check_instrument(tmp)
+        check_analyze(tmp)
+    print('tile_phases: instrument.py anchors found, analyze.py phases read back')
+
+
+if __name__ == '__main__':
+    main()
