@@ -12,8 +12,8 @@ src/cuda/tile_attention/ph.cuh`.
 
 The marks change the kernels' code a little (the fp8 kernel runs at the
 register limit; check `-Xptxas -v` for spills before trusting its
-mainloop figure). Each anchor below must match the source exactly; the
-script stops at the first one that does not.
+mainloop figure). Each anchor below must match the source exactly; if one
+does not, the script writes nothing and names it.
 """
 import os
 import sys
@@ -28,19 +28,24 @@ elif len(sys.argv) != 1:
 TILE = os.path.join(ROOT, 'src', 'cuda', 'tile_attention')
 
 
+# Edits are made in memory and written only once every anchor matched, so
+# a failed run leaves the sources as they were.
+edited = {}
+
+
 def sub(name, old, new):
-    path = os.path.join(TILE, name)
-    text = open(path).read()
-    if old not in text:
-        sys.exit(f'instrument.py: anchor not found in {name}:\n{old}')
-    open(path, 'w').write(text.replace(old, new, 1))
+    if name not in edited:
+        edited[name] = open(os.path.join(TILE, name)).read()
+    if old not in edited[name]:
+        sys.exit(f'instrument.py: anchor not found in {name} (nothing written):\n{old}')
+    edited[name] = edited[name].replace(old, new, 1)
 
 
 # Marks: 0 start, 1 tile rows read, 10 Q copies issued, 11 row masks built,
 # 12 list compacted, 2 list prepared, 6 (fp8) Q landed, 3 first stage
 # landed, 4 mainloop done, 5 output stored. Slot 7/8 hold the CTA's
 # global start/end time, 9 its SM, row count and kind.
-open(os.path.join(TILE, 'ph.cuh'), 'w').write('''#pragma once
+edited['ph.cuh'] = ('''#pragma once
 #include <cstdint>
 namespace step5::cuda::tiled {
 static __device__ long long g_ph[16][65536];
@@ -126,5 +131,8 @@ sub('instance.cuh', '''  check_launch("hopper_tile_attention_kernel");
 }''', '''  check_launch("hopper_tile_attention_kernel");
   ph_dump<<<1, 1, 0, stream>>>(static_cast<int>(ctas));
 }''')
+for name, text in edited.items():
+    with open(os.path.join(TILE, name), 'w') as f:
+        f.write(text)
 print('instrumented src/cuda/tile_attention (undo: git checkout src/cuda/tile_attention '
       '&& rm src/cuda/tile_attention/ph.cuh)')
