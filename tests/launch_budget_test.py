@@ -47,7 +47,10 @@ def main(tool, standin_dir):
         out = os.path.join(tmp, "bench.json")
         p = subprocess.run([tool, "bench", "--no-check", "--filter", FILTER, "--json", out],
                            capture_output=True, text=True, timeout=600, env=env)
-        rows = json.load(open(out))["results"] if os.path.exists(out) else []
+        rows = []
+        if os.path.exists(out):
+            with open(out) as f:
+                rows = json.load(f)["results"]
     failures = []
     if p.returncode != 0:
         failures.append(f"bench exited {p.returncode}: {p.stderr.strip()[-400:]}")
