@@ -117,6 +117,48 @@ __device__ __forceinline__ bool f16_exact(uint32_t bits16, int row_max) {
   return zero | close;
 }
 
+// The same test for a whole row at a few instructions per word: fold each
+// bf16x2 word of the row into a Bf16Range (per 16-bit lane, the largest
+// magnitude and the smallest nonzero magnitude), merge the row's ranges,
+// then f16_exact_row() says whether every value of the row passes
+// f16_exact() against the row's largest exponent field, top_exponent().
+struct Bf16Range {
+  uint32_t top;  // per lane: largest |value| bits
+  uint32_t low;  // per lane: smallest nonzero |value| bits, minus one (0xffff: none)
+};
+
+__device__ __forceinline__ Bf16Range empty_bf16_range() {
+  return {0u, 0xffffffffu};
+}
+
+__device__ __forceinline__ void add_to_range(Bf16Range& r, uint32_t two) {
+  // Magnitude - 1 per lane without a borrow across lanes: with the sign
+  // bits set each lane is >= 0x8000, and a zero lane wraps to 0xffff.
+  const uint32_t less_one = ((two | 0x80008000u) - 0x00010001u) ^ 0x80008000u;
+  r.top = __vmaxu2(r.top, two & 0x7fff7fffu);
+  r.low = __vminu2(r.low, less_one);
+}
+
+__device__ __forceinline__ Bf16Range merge_ranges(Bf16Range a, Bf16Range b) {
+  return {__vmaxu2(a.top, b.top), __vminu2(a.low, b.low)};
+}
+
+// Largest exponent field (0..255) of the values in the range.
+__device__ __forceinline__ int top_exponent(Bf16Range r) {
+  return static_cast<int>(max(r.top & 0xffffu, r.top >> 16) >> 7);
+}
+
+// Whether f16_exact(v, top_exponent(r)) holds for every value v folded
+// into r: no inf or NaN, no bf16 subnormal, every nonzero value within 32
+// binades of the largest.
+__device__ __forceinline__ bool f16_exact_row(Bf16Range r) {
+  const uint32_t top = max(r.top & 0xffffu, r.top >> 16);
+  const uint32_t low = min(r.low & 0xffffu, r.low >> 16);
+  if (low == 0xffffu) return true;  // every value is +-0
+  const int e_top = static_cast<int>(top >> 7), e_low = static_cast<int>((low + 1u) >> 7);
+  return e_top != 255 && e_low != 0 && e_low >= e_top - 32;
+}
+
 // Power-of-two exponent that takes a row with largest exponent field
 // `row_max` to the top binade of f16 (0 for an all-zero row).
 __device__ __forceinline__ int row_shift(int row_max) {

@@ -56,42 +56,44 @@ __device__ void hopper_stage_q(const PagedAttentionParams& p, int64_t first, int
 // row, head) scaled by 2^shift to f16's top binade (numerics.cuh; q_scale
 // keeps 2^-shift). Call after Q has landed and a barrier; returns, the
 // same in every thread, whether Q is now f16 (else it stays bf16,
-// untouched). Two threads per row.
+// untouched). Two threads per row, each holding its half of the row in
+// registers from the test to the conversion (one read of Q): chunks 0-3 of
+// each atom for the first, 4-7 for the second, so the 8 threads of a
+// quarter warp (4 heads) read 8 distinct 16-byte bank groups.
 template <int D, class Smem>
 __device__ bool hopper_q_to_f16(Smem& sm) {
   constexpr int kHeads = hopper_heads_per_group();
-  constexpr int kChunks = D / 8;  // 16-byte chunks of a Q row
+  constexpr int kHalf = D / 16;  // 16-byte chunks of a Q row per thread
   static_assert(hopper_threads() == 2 * tile_rows() * kHeads, "two threads per Q row");
   const int row = static_cast<int>(threadIdx.x) / 2, part = static_cast<int>(threadIdx.x) % 2;
   const int j = row / kHeads, h = row % kHeads;
   unsigned char* base = sm.q + (j / hopper_rows_per_warpgroup()) * Smem::kQWarpgroupBytes +
                         (j % hopper_rows_per_warpgroup()) * Smem::kQGroupBytes + h * 128;
-  auto chunk = [&](int c) {
-    return reinterpret_cast<uint4*>(base + (c / 8) * Smem::kAtomBytes + (((c % 8) ^ h) * 16));
+  auto chunk = [&](int n) {  // the thread's n-th chunk: chunk c = 8 (n / 4) + n % 4 + 4 part
+    const int c = 4 * part + n % 4;
+    return reinterpret_cast<uint4*>(base + (n / 4) * Smem::kAtomBytes + ((c ^ h) * 16));
   };
-  int top = 0;
-  for (int c = part; c < kChunks; c += 2) {
-    const uint4 v = *chunk(c);
-    top = max(top, max(max(max_exponent(v.x), max_exponent(v.y)),
-                       max(max_exponent(v.z), max_exponent(v.w))));
-  }
-  top = max(top, __shfl_xor_sync(0xffffffffu, top, 1));
-  const int shift = row_shift(top);
-  bool exact = shift <= 100;
-  for (int c = part; c < kChunks; c += 2) {
-    const uint4 v = *chunk(c);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  static_assert(kHalf % 4 == 0, "a thread takes half of each atom's 8 chunks");
+  uint4 v[kHalf];
+  Bf16Range range = empty_bf16_range();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      exact = exact && f16_exact(w[k] & 0xffffu, top) && f16_exact(w[k] >> 16, top);
-    }
+  for (int n = 0; n < kHalf; ++n) {
+    v[n] = *chunk(n);
+    add_to_range(range, v[n].x);
+    add_to_range(range, v[n].y);
+    add_to_range(range, v[n].z);
+    add_to_range(range, v[n].w);
   }
+  range = merge_ranges(range, {__shfl_xor_sync(0xffffffffu, range.top, 1),
+                               __shfl_xor_sync(0xffffffffu, range.low, 1)});
+  const int shift = row_shift(top_exponent(range));
+  const bool exact = shift <= 100 && f16_exact_row(range);
   if (__syncthreads_and(exact) == 0) return false;
   const float scale = pow2f(shift);
-  for (int c = part; c < kChunks; c += 2) {
-    const uint4 v = *chunk(c);
-    *chunk(c) = make_uint4(scaled_f16x2(v.x, scale), scaled_f16x2(v.y, scale),
-                           scaled_f16x2(v.z, scale), scaled_f16x2(v.w, scale));
+#pragma unroll
+  for (int n = 0; n < kHalf; ++n) {
+    *chunk(n) = make_uint4(scaled_f16x2(v[n].x, scale), scaled_f16x2(v[n].y, scale),
+                           scaled_f16x2(v[n].z, scale), scaled_f16x2(v[n].w, scale));
   }
   if (part == 0) sm.q_scale[j][h] = pow2f(-shift);
   __syncthreads();
@@ -100,10 +102,11 @@ __device__ bool hopper_q_to_f16(Smem& sm) {
 
 // Normalizes (v_scale / l: fp8 V is staged unscaled), gates (sigmoid of the head's gate) and rounds
 // each row once to bf16, staged in shared memory, then stores 16 bytes at a time. Rows in
-// `bad_rows` come out NaN.
+// `bad_rows` come out NaN. `gate`: the thread's two rows' gates (load_gates).
 template <int D, class Smem>
 __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, int count, int g,
-                                  float v_scale, uint32_t bad_rows, HopperState<D>& w, Smem& sm) {
+                                  float v_scale, uint32_t bad_rows, const uint16_t (&gate)[2],
+                                  HopperState<D>& w, Smem& sm) {
   constexpr int kHeads = hopper_heads_per_group();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int head = lane / 4, c0 = 2 * (lane % 4);
@@ -116,9 +119,7 @@ __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, 
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     const int j = w.row[h];
     float f = v_scale / l;
-    if (j < count && p.gate != nullptr) {
-      f *= attn::sigmoid_of_bf16(p.gate[(first + j) * p.gate_row_stride + g * kHeads + head]);
-    }
+    if (j < count && p.gate != nullptr) f *= attn::sigmoid_of_bf16(gate[h]);
     if (((bad_rows >> j) & 1u) != 0) f = NAN;
     uint16_t* row = out + (j * kHeads + head) * Smem::kOutPitch + c0;
 #pragma unroll
@@ -136,6 +137,21 @@ __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, 
     *reinterpret_cast<uint4*>(p.output + (first + j) * p.output_row_stride +
                               int64_t{g * kHeads + r % kHeads} * p.output_head_stride + d0) =
         *reinterpret_cast<const uint4*>(out + r * Smem::kOutPitch + d0);
+  }
+}
+
+// The gates (bf16 bits) of the thread's two rows (head lane / 4 of tile
+// rows w.row[]), loaded when the CTA starts so that their latency is
+// hidden behind the mainloop, not paid in the epilogue.
+template <int D>
+__device__ __forceinline__ void load_gates(const PagedAttentionParams& p, int64_t first, int count,
+                                           int g, const HopperState<D>& w, uint16_t (&gate)[2]) {
+  const int head = g * hopper_heads_per_group() + static_cast<int>(threadIdx.x) % 32 / 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    gate[h] = p.gate != nullptr && w.row[h] < count
+                  ? __ldg(p.gate + (first + w.row[h]) * p.gate_row_stride + head)
+                  : uint16_t{0};
   }
 }
 
@@ -175,6 +191,10 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   }
 #pragma unroll
   for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
+  // The bf16 kernel loads the gates now; the fp8 kernel, at its register
+  // limit, in the epilogue.
+  uint16_t gate[2];
+  if constexpr (!kFp8) load_gates<D>(p, first, count, g, w, gate);
   // The oldest cp.async group: complete by the mainloop's first barrier.
   hopper_stage_q<D>(p, first, count, g, sm);
   w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
@@ -190,13 +210,13 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     int32_t first_length = 0;
     if (keys.region_lo <= keys.region_hi) {
       first_length = build_window_list(p, first, t.live, t.request, keys, keys.region_lo, sm);
-      hopper_prepare_list(p, t.live, first_length, sm);
+      hopper_prepare_list<false>(p, t.live, first_length, sm);
     }
     auto run = [&](auto f16) {
       for_each_window_after_first(
           p, first, t.live, t.request, keys, first_length, sm,
           [&](int32_t length, int32_t key_lo, int32_t key_hi, bool prepared) {
-            if (!prepared) hopper_prepare_list(p, t.live, length, sm);
+            if (!prepared) hopper_prepare_list<false>(p, t.live, length, sm);
             hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, key_lo, key_hi, w,
                                                              sm);
           });
@@ -214,13 +234,14 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     // bf16 stages: the mainloop's first barrier waits for Q.
     for_each_window(p, first, t.live, t.request, sm,
                     [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-                      hopper_prepare_list(p, t.live, length, sm);
+                      hopper_prepare_list<true>(p, t.live, length, sm);
                       hopper_run_window<D, kFp8, false>(p, kv_head, length, key_lo, key_hi, w, sm);
                     });
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;
-  hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, w, sm);
+  if constexpr (kFp8) load_gates<D>(p, first, count, g, w, gate);
+  hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, gate, w, sm);
 #endif
 }
 
