@@ -37,29 +37,43 @@ def check_instrument(tmp):
         fail('instrument.py --root edited the checkout')
 
 
+def read_medians(out, launch):
+    """Phase medians printed for the launch titled `launch`."""
+    got, inside = {}, False
+    for line in out.splitlines():
+        if line.startswith('launch '):
+            inside = line.startswith(launch)
+        elif inside and 'median' in line:
+            name, rest = line.split('median')
+            got[name.strip()] = float(rest.split()[0])
+    return got
+
+
 def check_analyze(tmp):
-    # Two CTAs of an SWA bf16 launch: marks 1, 2, 3, 6, 4, 5, 10, 11, 12
-    # (cycles after mark 0), as ph_dump prints them.
+    # Two CTAs of an SWA bf16 launch, then one of a CSA bf16 launch: marks
+    # 1, 2, 3, 6, 4, 5, 10, 11, 12 (cycles after mark 0), as ph_dump prints
+    # them. SWA issues Q (mark 10) before reading its rows (mark 1).
     log = os.path.join(tmp, 'phases.log')
     with open(log, 'w') as f:
         f.write('PHCALL 6 2\n')
-        f.write('PH 2 0 0 16 1000 27000 100 900 1000 0 41000 45000 300 500 600\n')
-        f.write('PH 2 1 1 16 2000 28000 100 900 1000 0 41000 45000 300 500 600\n')
+        f.write('PH 2 0 0 16 1000 27000 300 900 1000 0 41000 45000 100 500 600\n')
+        f.write('PH 2 1 1 16 2000 28000 300 900 1000 0 41000 45000 100 500 600\n')
         f.write('unrelated bench output\n')
+        f.write('PHCALL 14 1\n')
+        f.write('PH 0 2 0 16 1000 9000 100 900 1000 0 41000 45000 300 500 600\n')
     r = subprocess.run([sys.executable, os.path.join(TOOL, 'analyze.py'), log],
                        capture_output=True, text=True)
     if r.returncode != 0:
         fail('analyze.py: ' + r.stderr)
-    want = {'tile rows': 100, 'Q copies issued': 200, 'row masks': 200, 'compaction': 100,
-            'list prepared': 300, 'to first stage': 100, 'mainloop': 40000, 'epilogue': 4000,
-            'total': 45000, 'wall_ns': 26000}
-    got = {}
-    for line in r.stdout.splitlines():
-        if 'median' in line:
-            name, rest = line.split('median')
-            got[name.strip()] = float(rest.split()[0])
-    if 'launch 6 SWA bf16' not in r.stdout or got != want:
-        fail(f'analyze.py read {got}, expected {want}:\n{r.stdout}')
+    common = {'row masks': 200, 'compaction': 100, 'list prepared': 300, 'to first stage': 100,
+              'mainloop': 40000, 'epilogue': 4000, 'total': 45000}
+    want_swa = dict(common, **{'Q copies issued': 100, 'tile rows': 200, 'wall_ns': 26000})
+    want_csa = dict(common, **{'tile rows': 100, 'Q copies issued': 200, 'wall_ns': 8000})
+    got_swa = read_medians(r.stdout, 'launch 6 SWA bf16')
+    got_csa = read_medians(r.stdout, 'launch 14 CSA bf16')
+    if got_swa != want_swa or got_csa != want_csa:
+        fail(f'analyze.py read SWA {got_swa}, CSA {got_csa}, expected SWA {want_swa}, '
+             f'CSA {want_csa}:\n{r.stdout}')
 
 
 def main():

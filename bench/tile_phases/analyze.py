@@ -28,13 +28,17 @@ def launches(path):
 
 def phases(kind, c):
     tile_rows, list_ready, first_stage, q_landed, mainloop_end, stored, q_issued, masks, compacted = c
-    p = {
-        'tile rows': tile_rows,
-        'Q copies issued': q_issued - tile_rows,
-        'row masks': masks - q_issued,
+    if kind & 2:  # SWA: Q copies issued before the tile's rows are read
+        p = {'Q copies issued': q_issued, 'tile rows': tile_rows - q_issued}
+        list_start = tile_rows
+    else:
+        p = {'tile rows': tile_rows, 'Q copies issued': q_issued - tile_rows}
+        list_start = q_issued
+    p.update({
+        'row masks': masks - list_start,
         'compaction': compacted - masks,
         'list prepared': list_ready - compacted,
-    }
+    })
     if kind & 1:  # fp8: wait for Q, Q to f16, first stage widened
         p['Q wait'] = q_landed - list_ready
         p['Q to f16, stage 0'] = first_stage - q_landed

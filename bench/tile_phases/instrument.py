@@ -41,10 +41,12 @@ def sub(name, old, new):
     edited[name] = edited[name].replace(old, new, 1)
 
 
-# Marks: 0 start, 1 tile rows read, 10 Q copies issued, 11 row masks built,
-# 12 list compacted, 2 list prepared, 6 (fp8) Q landed, 3 first stage
-# landed, 4 mainloop done, 5 output stored. Slot 7/8 hold the CTA's
-# global start/end time, 9 its SM, row count and kind.
+# Marks: 0 start, 1 tile rows read, 10 Q copies issued (SWA: before the
+# rows are read, so before mark 1), 11 row masks built, 12 list compacted
+# (SWA builds its list in one pass: both at its end), 2 list prepared, 6
+# (fp8) Q landed, 3 first stage landed, 4 mainloop done, 5 output stored.
+# Slot 7/8 hold the CTA's global start/end time, 9 its SM, row count and
+# kind.
 edited['ph.cuh'] = ('''#pragma once
 #include <cstdint>
 namespace step5::cuda::tiled {
@@ -64,21 +66,31 @@ include = '#include "cuda/tile_attention/params.h"'
 sub('page_source.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
 sub('hopper_mainloop.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
 
-sub('hopper_kernel.cuh', '''  const TileStart t = start_tile(tp, sm);''', '''  const long long ph_start = ph_globaltimer();
+sub('hopper_kernel.cuh', '''  TileStart t = tile_of(tp);''', '''  const long long ph_start = ph_globaltimer();
   ph_mark(0);
   g_ph[3][blockIdx.x] = 0;
-  const TileStart t = start_tile(tp, sm);
+  TileStart t = tile_of(tp);''')
+sub('hopper_kernel.cuh', '''  read_tile_rows(p, t, sm);''', '''  read_tile_rows(p, t, sm);
   ph_mark(1);''')
-sub('hopper_kernel.cuh', '''  hopper_stage_q<D>(p, first, count, g, sm);''', '''  hopper_stage_q<D>(p, first, count, g, sm);
-  ph_mark(10);''')
+# SWA issues Q before reading the rows, CSA after.
+sub('hopper_kernel.cuh', '''  if constexpr (!kCsa) hopper_stage_q<D>(p, first, count, g, sm);''',
+    '''  if constexpr (!kCsa) {
+    hopper_stage_q<D>(p, first, count, g, sm);
+    ph_mark(10);
+  }''')
+sub('hopper_kernel.cuh', '''  if constexpr (kCsa) hopper_stage_q<D>(p, first, count, g, sm);  // see above''',
+    '''  if constexpr (kCsa) {
+    hopper_stage_q<D>(p, first, count, g, sm);
+    ph_mark(10);
+  }''')
 sub('hopper_kernel.cuh', '''    attn::cp_async_wait<0>();  // Q
     __syncthreads();''', '''    ph_mark(2);
     attn::cp_async_wait<0>();  // Q
     __syncthreads();
     ph_mark(6);''')
-sub('hopper_kernel.cuh', '''                      hopper_run_window<D, kFp8, false>(''',
-    '''                      ph_mark(2);
-                      hopper_run_window<D, kFp8, false>(''')
+sub('hopper_kernel.cuh', '''      hopper_run_window<D, kFp8, false>(''',
+    '''      ph_mark(2);
+      hopper_run_window<D, kFp8, false>(''')
 sub('hopper_kernel.cuh', '''  __syncthreads();  // sm.faulted complete; stage buffers free''',
     '''  __syncthreads();  // sm.faulted complete; stage buffers free
   ph_mark(4);''')
@@ -125,6 +137,16 @@ sub('page_source.cuh', '''  const int span = window_span(base, keys.region_hi);
   build_window(p, first, live, base, span, sm);
   ph_mark(11);
   const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);
+  ph_mark(12);
+  return length;''')
+# SWA builds its list in one pass: marks 11 and 12 both at its end.
+sub('hopper_window_list.cuh', '''    slots[e] = (region % pages_per_block) * kPage;
+  }
+  __syncthreads();
+  return length;''', '''    slots[e] = (region % pages_per_block) * kPage;
+  }
+  __syncthreads();
+  ph_mark(11);
   ph_mark(12);
   return length;''')
 sub('instance.cuh', '''  check_launch("hopper_tile_attention_kernel");

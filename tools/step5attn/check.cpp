@@ -244,6 +244,15 @@ std::vector<Case> cases() {
       wide_query_case(scenario_case("swa G1 H8 D64 B16 W2048 kv=fp8 tiles",
                                     swa(1, 8, 64, 16, 2048, f8, 0), scenario(2, 2100, 2600, true),
                                     1)),
+      // The fp8 SWA kernel on Hopper, small enough for the sanitizers
+      // (--tiny); and SWA windows past one window of regions (2,048
+      // regions, 16K tokens), so that a tile's list is built twice.
+      scenario_case("swa G1 H8 D64 B16 W100 kv=fp8 tiles", swa(1, 8, 64, 16, 100, f8, 0),
+                    scenario(2, 60, 300, true), 0),
+      long_prefill_case("swa G1 H8 D64 B64 W16500 prefill 16900", swa(1, 8, 64, 64, 16500, bf, 0),
+                        16900, 4096, 0, 2),
+      long_prefill_case("swa G1 H8 D64 B64 W16500 kv=fp8 prefill 16900",
+                        swa(1, 8, 64, 64, 16500, f8, 0), 16900, 4096, 0, 2),
       // fp8 decode rows of H/G = 8, split across CTAs; small enough for the
       // sanitizers (--tiny).
       decode_case("swa G1 H8 D128 B16 W400 kv=fp8 decode", swa(1, 8, 128, 16, 400, f8, 0),

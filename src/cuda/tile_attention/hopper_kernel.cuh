@@ -15,6 +15,7 @@
 #include "cuda/common/numerics.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/hopper_mainloop.cuh"
+#include "cuda/tile_attention/hopper_window_list.cuh"
 #include "cuda/tile_attention/page_source.cuh"
 
 namespace step5::cuda::tiled {
@@ -155,7 +156,8 @@ __device__ __forceinline__ void load_gates(const PagedAttentionParams& p, int64_
   }
 }
 
-template <int D, bool kFp8>
+// kCsa: the page source, CSA (p.selected) or SWA (hopper_window_list).
+template <int D, bool kFp8, bool kCsa>
 __global__ void __launch_bounds__(hopper_threads(), 1)
     hopper_tile_attention_kernel(const TileAttentionParams tp) {
   // wgmma exists only on sm_90a: every other device target gets a body
@@ -173,9 +175,17 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   const PagedAttentionParams& p = tp.attn;
   const int tid = static_cast<int>(threadIdx.x);
   const int warpgroup = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const TileStart t = start_tile(tp, sm);
+  TileStart t = tile_of(tp);
   const int g = t.g, count = t.count;
   const int64_t first = t.first;
+  // Q's copies are the oldest cp.async group, complete by the mainloop's
+  // first barrier. The SWA kernels issue them before reading the tile's
+  // rows, whose loads then overlap them (an SWA tile's prologue is a third
+  // of its time); the CSA kernels issue them after, as the measured code
+  // did (in the fp8 kernel, at the register limit, moving them changed the
+  // mainloop's code).
+  if constexpr (!kCsa) hopper_stage_q<D>(p, first, count, g, sm);
+  read_tile_rows(p, t, sm);
 
   HopperState<D> w;
   w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
@@ -195,31 +205,33 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   // limit, in the epilogue.
   uint16_t gate[2];
   if constexpr (!kFp8) load_gates<D>(p, first, count, g, w, gate);
-  // The oldest cp.async group: complete by the mainloop's first barrier.
-  hopper_stage_q<D>(p, first, count, g, sm);
+  if constexpr (kCsa) hopper_stage_q<D>(p, first, count, g, sm);  // see above
   w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
                                Smem::kQGroupBytes);
 
   const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
+  // Windows of window_regions() regions from the lowest attended one.
+  const TileKeys keys = tile_keys(t.live, sm);
   if constexpr (kFp8) {
     // The stage format (f16 or bf16) depends on Q, so the mainloop waits
     // for Q's copy; the first window's list (for SWA and CSA up to 16K
     // tokens of context, the only one) is built and prepared before that
     // wait, while the copy is in flight.
-    const TileKeys keys = tile_keys(t.live, sm);
     int32_t first_length = 0;
     if (keys.region_lo <= keys.region_hi) {
-      first_length = build_window_list(p, first, t.live, t.request, keys, keys.region_lo, sm);
-      hopper_prepare_list<false>(p, t.live, first_length, sm);
+      first_length =
+          hopper_window_list<kCsa, false>(p, first, t.live, t.request, keys, keys.region_lo, sm);
     }
     auto run = [&](auto f16) {
-      for_each_window_after_first(
-          p, first, t.live, t.request, keys, first_length, sm,
-          [&](int32_t length, int32_t key_lo, int32_t key_hi, bool prepared) {
-            if (!prepared) hopper_prepare_list<false>(p, t.live, length, sm);
-            hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, key_lo, key_hi, w,
-                                                             sm);
-          });
+#pragma unroll 1
+      for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
+        const int32_t length =
+            base == keys.region_lo
+                ? first_length
+                : hopper_window_list<kCsa, false>(p, first, t.live, t.request, keys, base, sm);
+        hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, keys.key_lo,
+                                                         keys.key_hi, w, sm);
+      }
     };
     attn::cp_async_wait<0>();  // Q
     __syncthreads();
@@ -232,11 +244,12 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     }
   } else {
     // bf16 stages: the mainloop's first barrier waits for Q.
-    for_each_window(p, first, t.live, t.request, sm,
-                    [&](int32_t length, int32_t key_lo, int32_t key_hi) {
-                      hopper_prepare_list<true>(p, t.live, length, sm);
-                      hopper_run_window<D, kFp8, false>(p, kv_head, length, key_lo, key_hi, w, sm);
-                    });
+#pragma unroll 1
+    for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
+      const int32_t length =
+          hopper_window_list<kCsa, true>(p, first, t.live, t.request, keys, base, sm);
+      hopper_run_window<D, kFp8, false>(p, kv_head, length, keys.key_lo, keys.key_hi, w, sm);
+    }
   }
   __syncthreads();  // sm.faulted complete; stage buffers free
   const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;

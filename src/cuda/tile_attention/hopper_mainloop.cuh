@@ -35,54 +35,6 @@ struct HopperState {
   uint64_t desc_q;  // wgmma descriptor of the warpgroup's Q, k16 step 0
 };
 
-// After compact_window: each list entry's token offset in its block
-// (region_slots) and the kCutRegion bit, so the stage loop neither divides
-// nor tests key ranges where no row's range ends. A region is cut where a
-// live row's last key lies, or its first key unless that is the region's
-// first: every other region a row attends lies wholly inside its range.
-// kSearch: one thread per (row, end) finds that region in the ascending
-// list by binary search. Else every entry tests every row's ends (~45
-// cycles per row and entry, 3K cycles an SWA tile, measured on an H100);
-// the fp8 kernel keeps that: it runs at the 255-register limit, and with
-// the search in its place ptxas spilled inside its mainloop. Ends with a
-// barrier.
-template <bool kSearch, class Smem>
-__device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live, int32_t length,
-                                    Smem& sm) {
-  const int32_t pages_per_block = p.block_size / attn::page_tokens();
-  int32_t* slots = region_slots(sm);
-  const int tid = static_cast<int>(threadIdx.x);
-  for (int32_t e = tid; e < length; e += hopper_threads()) {
-    const int32_t region = sm.list_region[e];
-    slots[e] = (region % pages_per_block) * attn::page_tokens();
-    if constexpr (!kSearch) {
-      bool cut = false;
-      for (int j = 0; j < tile_rows(); ++j) {
-        if (((live >> j) & 1u) == 0) continue;
-        cut = cut || region == sm.row_low[j] / attn::page_tokens() ||
-              region == sm.row_position[j] / attn::page_tokens();
-      }
-      if (cut) sm.list_mask[e] |= kCutRegion;
-    }
-  }
-  static_assert(hopper_threads() >= 2 * tile_rows(), "a thread per row end");
-  if (kSearch && tid < 2 * tile_rows()) {
-    const int j = tid / 2;
-    const bool last = tid % 2 != 0;
-    const int32_t key = last ? sm.row_position[j] : sm.row_low[j];
-    if (((live >> j) & 1u) != 0 && (last || key % attn::page_tokens() != 0)) {
-      const int32_t region = key / attn::page_tokens();
-      int32_t lo = 0;  // entries before the first one >= region
-#pragma unroll
-      for (int32_t step = window_regions() / 2; step > 0; step /= 2) {
-        if (lo + step <= length && sm.list_region[lo + step - 1] < region) lo += step;
-      }
-      if (lo < length && sm.list_region[lo] == region) atomicOr(&sm.list_mask[lo], kCutRegion);
-    }
-  }
-  __syncthreads();
-}
-
 // How far a row's running maximum may stay below its true maximum (log2
 // units): P values then reach 2^8 at most, exact in fp32 and in bf16's
 // range, and O and l are rescaled only when a maximum grows by more.

@@ -35,11 +35,10 @@ size_t tile_wgmma_smem_bytes() {
   return sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
 }
 
-// The sm_90a kernel: one instance per (D, kv dtype), CSA and SWA alike
-// (the page source reads the layer kind from the params).
-template <int D, bool kFp8>
+// The sm_90a kernel: one instance per (D, kv dtype, page source).
+template <int D, bool kFp8, bool kCsa>
 void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
-  auto* kernel = &hopper_tile_attention_kernel<D, kFp8>;
+  auto* kernel = &hopper_tile_attention_kernel<D, kFp8, kCsa>;
   allow_max_smem(kernel);
   const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
   kernel<<<static_cast<unsigned>(ctas), hopper_threads(), tile_wgmma_smem_bytes<D>(), stream>>>(p);
@@ -48,16 +47,24 @@ void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
 
 template <int D>
 void run_tiles(const TileAttentionParams& p, cudaStream_t stream) {
+  const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;
+  const bool csa = p.attn.selected != nullptr;
   if (p.wgmma) {
-    if (p.attn.kv_dtype == DType::fp8_e4m3) {
-      launch_wgmma<D, true>(p, stream);
+    if (fp8) {
+      if (csa) {
+        launch_wgmma<D, true, true>(p, stream);
+      } else {
+        launch_wgmma<D, true, false>(p, stream);
+      }
     } else {
-      launch_wgmma<D, false>(p, stream);
+      if (csa) {
+        launch_wgmma<D, false, true>(p, stream);
+      } else {
+        launch_wgmma<D, false, false>(p, stream);
+      }
     }
     return;
   }
-  const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;
-  const bool csa = p.attn.selected != nullptr;
   if (fp8) {
     if (csa) {
       launch_variant<D, true, true>(p, stream);

@@ -64,8 +64,8 @@ struct TileStart {
   uint32_t wanted;  // rows of the tile (count <= tile_rows() = 16)
 };
 
-template <class Smem>
-__device__ __forceinline__ TileStart start_tile(const TileAttentionParams& tp, Smem& sm) {
+// The CTA's tile and group, its rows not read yet (request and live 0).
+__device__ __forceinline__ TileStart tile_of(const TileAttentionParams& tp) {
   const PagedAttentionParams& p = tp.attn;
   TileStart t;
   const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
@@ -73,8 +73,23 @@ __device__ __forceinline__ TileStart start_tile(const TileAttentionParams& tp, S
   t.first = __ldg(tp.tiles + 2 * tile);
   t.count = __ldg(tp.tiles + 2 * tile + 1);
   t.request = 0;
-  t.live = load_tile_rows(p, t.first, t.count, sm, t.request);
+  t.live = 0;
   t.wanted = (1u << t.count) - 1u;
+  return t;
+}
+
+// Reads the tile's rows (load_tile_rows: shared memory and a barrier) and
+// sets t.live and t.request.
+template <class Smem>
+__device__ __forceinline__ void read_tile_rows(const PagedAttentionParams& p, TileStart& t,
+                                               Smem& sm) {
+  t.live = load_tile_rows(p, t.first, t.count, sm, t.request);
+}
+
+template <class Smem>
+__device__ __forceinline__ TileStart start_tile(const TileAttentionParams& tp, Smem& sm) {
+  TileStart t = tile_of(tp);
+  read_tile_rows(tp.attn, t, sm);
   return t;
 }
 
@@ -233,28 +248,9 @@ __device__ __forceinline__ int32_t build_window_list(const PagedAttentionParams&
 
 // Runs the tile's key set window by window: for each window of
 // window_regions() regions between the lowest and highest attended ones,
-// calls run(length, key_lo, key_hi, first_window) on its compacted list.
-// The first window's list is the caller's (build_window_list at
-// keys.region_lo, length `first_length`), so a kernel can build it while
-// other loads are in flight; the others are built here. Keys no row
+// calls run(length, key_lo, key_hi) on its compacted list. Keys no row
 // attends are never read: below the lowest window (0 for CSA rows), above
 // the last row; so are regions outside that range.
-template <class Smem, class Run>
-__device__ __forceinline__ void for_each_window_after_first(const PagedAttentionParams& p,
-                                                            int64_t first, uint32_t live,
-                                                            int32_t request, const TileKeys& keys,
-                                                            int32_t first_length, Smem& sm,
-                                                            Run&& run) {
-#pragma unroll 1
-  for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
-    const bool first_window = base == keys.region_lo;
-    const int32_t length =
-        first_window ? first_length : build_window_list(p, first, live, request, keys, base, sm);
-    run(length, keys.key_lo, keys.key_hi, first_window);
-  }
-}
-
-// The same, every window's list built here: run(length, key_lo, key_hi).
 template <class Smem, class Run>
 __device__ __forceinline__ void for_each_window(const PagedAttentionParams& p, int64_t first,
                                                 uint32_t live, int32_t request, Smem& sm,
