@@ -174,7 +174,10 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
       *reinterpret_cast<Smem*>(smem_raw + ((1024u - (attn::smem_addr(smem_raw) & 1023u)) & 1023u));
   const PagedAttentionParams& p = tp.attn;
   const int tid = static_cast<int>(threadIdx.x);
-  const int warpgroup = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  // The warpgroup broadcast from lane 0, so that ptxas keeps the Q
+  // descriptors made from it in uniform registers (uniform_stage_addr).
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+  const int warp = (tid % 128) / 32, lane = tid % 32;
   TileStart t = tile_of(tp);
   const int g = t.g, count = t.count;
   const int64_t first = t.first;

@@ -65,7 +65,7 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
                                               uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
   constexpr int R = hopper_stage_regions();
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const uint32_t stage = attn::smem_addr(hopper_stage(sm, i));
+  const uint32_t stage = uniform_stage_addr(sm, i);
 
   float s[R * 4];
 #pragma unroll
@@ -145,7 +145,7 @@ template <int D, bool kF16, class Smem>
 __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
                                           const uint32_t (&pa)[hopper_stage_regions() / 2][4],
                                           HopperState<D>& w) {
-  const uint32_t stage = attn::smem_addr(hopper_stage(sm, i));
+  const uint32_t stage = uniform_stage_addr(sm, i);
   const uint64_t desc_v = wgmma::sw128_desc(stage + Smem::kAtomsPerHalf * Smem::kAtomBytes,
                                             Smem::kAtomBytes, Smem::kRegionBytes);
   wgmma::fence();

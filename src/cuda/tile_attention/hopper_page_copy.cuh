@@ -43,6 +43,16 @@ __device__ __forceinline__ const unsigned char* hopper_stage(const Smem& sm, int
   return sm.buffer + (i % Smem::kStages) * Smem::kStageBytes;
 }
 
+// The shared address of list stage `i`'s buffer for the wgmma descriptors,
+// broadcast from lane 0: ptxas cannot prove the stage index warp-uniform
+// (the list length it comes from is read from shared memory), and without
+// the broadcast it moved each wgmma's descriptors into uniform registers
+// with ~9 instructions.
+template <class Smem>
+__device__ __forceinline__ uint32_t uniform_stage_addr(const Smem& sm, int32_t i) {
+  return __shfl_sync(0xffffffffu, attn::smem_addr(hopper_stage(sm, i)), 0);
+}
+
 // The source row of lane l's key (l / 4) in region 8 i + w of the list,
 // offset by 16 (l % 4) bytes, and whether the key is read (else its atoms
 // get zeros): keys no row of the tile may attend (before the lowest
