@@ -195,6 +195,9 @@ __device__ int32_t compact_window(const PagedAttentionParams& p, int64_t first, 
     if (m != 0) {
       const int32_t k = offset + __popc(bits & ((1u << lane) - 1u));
       const int32_t region = base + i;
+      // Loaded here, after the pass's barrier: issued before it, the
+      // Hopper fp8 CSA layer ran ~6 % slower (H100, 2048-row chunk at 8K;
+      // benchmarks.md, twenty-second session).
       int32_t block = __ldg(bt + region / pages_per_block);
       if (!block_ok(p.guard, block)) {
         report_fault(p.guard, DeviceFault::kv_block, first + __ffs(m) - 1, block);
