@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "cuda/attention/tiles.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
@@ -45,39 +47,35 @@ void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
   check_launch("hopper_tile_attention_kernel");
 }
 
+// The one place where the KV dtype and the page source (CSA selection or
+// SWA window) become template arguments: calls launch(kFp8, kCsa) with
+// std::bool_constant values.
+template <class Launch>
+void with_tile_kind(bool fp8, bool csa, Launch&& launch) {
+  auto with_csa = [&](auto kFp8) {
+    if (csa) {
+      launch(kFp8, std::true_type{});
+    } else {
+      launch(kFp8, std::false_type{});
+    }
+  };
+  if (fp8) {
+    with_csa(std::true_type{});
+  } else {
+    with_csa(std::false_type{});
+  }
+}
+
 template <int D>
 void run_tiles(const TileAttentionParams& p, cudaStream_t stream) {
-  const bool fp8 = p.attn.kv_dtype == DType::fp8_e4m3;
-  const bool csa = p.attn.selected != nullptr;
-  if (p.wgmma) {
-    if (fp8) {
-      if (csa) {
-        launch_wgmma<D, true, true>(p, stream);
-      } else {
-        launch_wgmma<D, true, false>(p, stream);
-      }
-    } else {
-      if (csa) {
-        launch_wgmma<D, false, true>(p, stream);
-      } else {
-        launch_wgmma<D, false, false>(p, stream);
-      }
-    }
-    return;
-  }
-  if (fp8) {
-    if (csa) {
-      launch_variant<D, true, true>(p, stream);
-    } else {
-      launch_variant<D, true, false>(p, stream);
-    }
-  } else {
-    if (csa) {
-      launch_variant<D, false, true>(p, stream);
-    } else {
-      launch_variant<D, false, false>(p, stream);
-    }
-  }
+  with_tile_kind(p.attn.kv_dtype == DType::fp8_e4m3, p.attn.selected != nullptr,
+                 [&](auto kFp8, auto kCsa) {
+                   if (p.wgmma) {
+                     launch_wgmma<D, decltype(kFp8)::value, decltype(kCsa)::value>(p, stream);
+                   } else {
+                     launch_variant<D, decltype(kFp8)::value, decltype(kCsa)::value>(p, stream);
+                   }
+                 });
 }
 
 template <int D>
