@@ -88,9 +88,9 @@ sub('hopper_kernel.cuh', '''    attn::cp_async_wait<0>();  // Q
     attn::cp_async_wait<0>();  // Q
     __syncthreads();
     ph_mark(6);''')
-sub('hopper_kernel.cuh', '''      hopper_run_window<D, kFp8, false>(''',
+sub('hopper_kernel.cuh', '''      hopper_run_window<D, kFp8, false, kCsa>(''',
     '''      ph_mark(2);
-      hopper_run_window<D, kFp8, false>(''')
+      hopper_run_window<D, kFp8, false, kCsa>(''')
 sub('hopper_kernel.cuh', '''  __syncthreads();  // sm.faulted complete; stage buffers free''',
     '''  __syncthreads();  // sm.faulted complete; stage buffers free
   ph_mark(4);''')

@@ -232,8 +232,8 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
             base == keys.region_lo
                 ? first_length
                 : hopper_window_list<kCsa, false>(p, first, t.live, t.request, keys, base, sm);
-        hopper_run_window<D, kFp8, decltype(f16)::value>(p, kv_head, length, keys.key_lo,
-                                                         keys.key_hi, w, sm);
+        hopper_run_window<D, kFp8, decltype(f16)::value, kCsa>(p, kv_head, length, keys.key_lo,
+                                                               keys.key_hi, w, sm);
       }
     };
     attn::cp_async_wait<0>();  // Q
@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
       const int32_t length =
           hopper_window_list<kCsa, true>(p, first, t.live, t.request, keys, base, sm);
-      hopper_run_window<D, kFp8, false>(p, kv_head, length, keys.key_lo, keys.key_hi, w, sm);
+      hopper_run_window<D, kFp8, false, kCsa>(p, kv_head, length, keys.key_lo, keys.key_hi, w, sm);
     }
   }
   __syncthreads();  // sm.faulted complete; stage buffers free

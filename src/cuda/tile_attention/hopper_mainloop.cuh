@@ -58,7 +58,7 @@ __device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
 // P into `pa` as A fragments (k16 step k: S columns 16 k .. 16 k + 15),
 // bf16, or f16 when kF16 (Q and the stage are f16: fp8 pages).
 // Every thread of the warpgroup calls it (wgmma is warpgroup-wide).
-template <int D, bool kF16, class Smem>
+template <int D, bool kF16, bool kCsa, class Smem>
 __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
                                               const uint32_t (&mask)[hopper_stage_regions()],
                                               bool cut, HopperState<D>& w,
@@ -90,18 +90,32 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
   // is positive) and the scale folds into the exponent's FMA.
   float tmax[2] = {-INFINITY, -INFINITY};
   const int c0 = 2 * (lane % 4);
+  // SWA: inside the window, every key of a stage with no cut region is
+  // attended by all of this warp's rows; such stages skip the masks.
+  bool whole = false;
+  if constexpr (!kCsa) {
+    const uint32_t mine = row_bit[0] | row_bit[1];
+    whole = !cut;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    int32_t k0 = 0;
-    if (cut) k0 = sm.list_region[i * R + r] * attn::page_tokens() + c0;
+    for (int r = 0; r < R; ++r) whole = whole && (mask[r] & mine) == mine;
+  }
+  if (whole) {
 #pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int h = v >> 1;
-      bool in = (mask[r] & row_bit[h]) != 0;
-      if (cut) in = in && k0 + (v & 1) >= w.lo[h] && k0 + (v & 1) <= w.hi[h];
-      const float x = in ? s[4 * r + v] : -INFINITY;
-      s[4 * r + v] = x;
-      tmax[h] = fmaxf(tmax[h], x);
+    for (int v = 0; v < R * 4; ++v) tmax[(v >> 1) & 1] = fmaxf(tmax[(v >> 1) & 1], s[v]);
+  } else {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int32_t k0 = 0;
+      if (cut) k0 = sm.list_region[i * R + r] * attn::page_tokens() + c0;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int h = v >> 1;
+        bool in = (mask[r] & row_bit[h]) != 0;
+        if (cut) in = in && k0 + (v & 1) >= w.lo[h] && k0 + (v & 1) <= w.hi[h];
+        const float x = in ? s[4 * r + v] : -INFINITY;
+        s[4 * r + v] = x;
+        tmax[h] = fmaxf(tmax[h], x);
+      }
     }
   }
   float m_use[2], factor[2];
@@ -166,7 +180,7 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
 // steps: copies run S - 2 stages ahead (fp8: loaded into registers at the
 // step's start, widened into the buffer at its end, as f16 when kF16). A
 // warpgroup skips a stage none of its rows attend.
-template <int D, bool kFp8, bool kF16, class Smem>
+template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
                                   Smem& sm) {
@@ -225,7 +239,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
         attended |= mask[r];
       }
       if ((attended & w.rows) != 0) {
-        hopper_scores<D, kF16>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+        hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
         if (lagging) {
           pending = true;
         } else {
