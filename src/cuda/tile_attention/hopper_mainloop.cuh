@@ -52,22 +52,15 @@ __device__ __forceinline__ uint32_t pack_p(float lo, float hi) {
   }
 }
 
-// S = Q K^T of stage `i` for the warpgroup (N = 64 keys, both operands in
-// shared memory), masked per (row, key) by the regions' row masks and,
-// where a region is cut, the rows' key ranges; one online-softmax update;
-// P into `pa` as A fragments (k16 step k: S columns 16 k .. 16 k + 15),
-// bf16, or f16 when kF16 (Q and the stage are f16: fp8 pages).
+// Issues S = Q K^T of stage `i` for the warpgroup (N = 64 keys, both
+// operands in shared memory) into `s` as one wgmma group, not waited for.
 // Every thread of the warpgroup calls it (wgmma is warpgroup-wide).
-template <int D, bool kF16, bool kCsa, class Smem>
-__device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
-                                              const uint32_t (&mask)[hopper_stage_regions()],
-                                              bool cut, HopperState<D>& w,
-                                              uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
+template <int D, bool kF16, class Smem>
+__device__ __forceinline__ void hopper_issue_scores(const Smem& sm, int32_t i,
+                                                    const HopperState<D>& w,
+                                                    float (&s)[hopper_stage_regions() * 4]) {
   constexpr int R = hopper_stage_regions();
-  const int lane = static_cast<int>(threadIdx.x) % 32;
   const uint32_t stage = uniform_stage_addr(sm, i);
-
-  float s[R * 4];
 #pragma unroll
   for (int v = 0; v < R * 4; ++v) s[v] = 0.0f;
   // Q: 8-row groups (tile rows) kQGroupBytes apart; K: 8-key groups
@@ -82,8 +75,22 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
                                      wgmma::desc_advance(desc_k, k_offset), kk > 0 ? 1 : 0);
   }
   wgmma::commit_group();
+}
+
+// The scores `s` of stage `i` (landed: the caller waited for their group),
+// masked per (row, key) by the regions' row masks and, where a region is
+// cut, the rows' key ranges; one online-softmax update; P into `pa` as A
+// fragments (k16 step k: S columns 16 k .. 16 k + 15), bf16, or f16 when
+// kF16 (Q and the stage are f16: fp8 pages).
+template <int D, bool kF16, bool kCsa, class Smem>
+__device__ __forceinline__ void hopper_softmax(const Smem& sm, int32_t i,
+                                               const uint32_t (&mask)[hopper_stage_regions()],
+                                               bool cut, HopperState<D>& w,
+                                               float (&s)[hopper_stage_regions() * 4],
+                                               uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
+  constexpr int R = hopper_stage_regions();
+  const int lane = static_cast<int>(threadIdx.x) % 32;
   const uint32_t row_bit[2] = {1u << w.row[0], 1u << w.row[1]};
-  wgmma::wait_group<0>();
 
   // S column 8 r + 2 t + e is key 2 t + e of the stage's region r; masked
   // scores become -inf, the maximum is taken on the raw scores (the scale
@@ -152,9 +159,21 @@ __device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
   }
 }
 
+// S of stage `i` issued, waited for and through the softmax in one go.
+template <int D, bool kF16, bool kCsa, class Smem>
+__device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
+                                              const uint32_t (&mask)[hopper_stage_regions()],
+                                              bool cut, HopperState<D>& w,
+                                              uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
+  float s[hopper_stage_regions() * 4];
+  hopper_issue_scores<D, kF16>(sm, i, w, s);
+  wgmma::wait_group<0>();
+  hopper_softmax<D, kF16, kCsa>(sm, i, mask, cut, w, s, pa);
+}
+
 // O += P V of stage `i` (four k16 steps): V of regions 2 k, 2 k + 1 is
 // N-major, its atoms (64 columns each) after K's, 8-key groups
-// kRegionBytes apart.
+// kRegionBytes apart. Issued as one wgmma group, not waited for.
 template <int D, bool kF16, class Smem>
 __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
                                           const uint32_t (&pa)[hopper_stage_regions() / 2][4],
@@ -169,7 +188,6 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
                                        wgmma::desc_advance(desc_v, 2 * k * Smem::kRegionBytes), 1);
   }
   wgmma::commit_group();
-  wgmma::wait_group<0>();
 }
 
 // Streams list stages [0, ceil(length / 8)) through the pipeline, one
@@ -180,6 +198,11 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
 // steps: copies run S - 2 stages ahead (fp8: loaded into registers at the
 // step's start, widened into the buffer at its end, as f16 when kF16). A
 // warpgroup skips a stage none of its rows attend.
+// In a bf16 step, a warpgroup issues its MMAs (the second one's P V of
+// the last stage, S of this one) before the copies, which then overlap
+// them, and waits for them after the copies, in every thread. The first warpgroup
+// waits for its P V at once. (Left in flight across the barrier, it made
+// ptxas serialize every wgmma of the kernel: C7518.)
 template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
@@ -220,30 +243,61 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     __syncthreads();
     const int32_t ahead = i + S - 2;
     if constexpr (kFp8) {
+      // fp8 keeps the order it had before (loads, each MMA waited for at
+      // once): at its 255-register limit, the bf16 order spilled.
       if (ahead < stages)
         hopper_load_stage_fp8(p, kv_head, ahead, length, key_lo, key_hi, sm, rows);
-    } else if (ahead < stages) {
-      hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
+      if (lagging && pending) {
+        hopper_pv<D, kF16>(sm, i - 1, pa, w);
+        wgmma::wait_group<0>();
+      }
+      pending = false;
+      if (i < stages) {
+        uint32_t mask[R];
+        uint32_t attended = 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int32_t e = i * R + r;
+          mask[r] = e < length ? sm.list_mask[e] : 0u;
+          attended |= mask[r];
+        }
+        if ((attended & w.rows) != 0) {
+          hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+          if (lagging) {
+            pending = true;
+          } else {
+            hopper_pv<D, kF16>(sm, i, pa, w);
+            wgmma::wait_group<0>();
+          }
+        }
+      }
     } else {
-      attn::cp_async_commit();
-    }
-    if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
-    pending = false;
-    if (i < stages) {
+      if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
+      pending = false;
       uint32_t mask[R];
       uint32_t attended = 0;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int32_t e = i * R + r;
+        const int32_t e = i * R + r;  // past the list in the last step
         mask[r] = e < length ? sm.list_mask[e] : 0u;
         attended |= mask[r];
       }
-      if ((attended & w.rows) != 0) {
-        hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
+      const bool scoring = (attended & w.rows) != 0;
+      float s[R * 4];
+      if (scoring) hopper_issue_scores<D, kF16>(sm, i, w, s);
+      if (ahead < stages) {
+        hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
+      } else {
+        attn::cp_async_commit();
+      }
+      wgmma::wait_group<0>();
+      if (scoring) {
+        hopper_softmax<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, s, pa);
         if (lagging) {
           pending = true;
         } else {
           hopper_pv<D, kF16>(sm, i, pa, w);
+          wgmma::wait_group<0>();
         }
       }
     }
