@@ -199,9 +199,14 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
 // step's start, widened into the buffer at its end, as f16 when kF16). A
 // warpgroup skips a stage none of its rows attend.
 // In a bf16 step, a warpgroup issues its MMAs (the second one's P V of
-// the last stage, S of this one) before the copies, which then overlap
-// them, and waits for them after the copies, in every thread. The first warpgroup
-// waits for its P V at once. (Left in flight across the barrier, it made
+// the last stage, then S of this one) before the copies, which then
+// overlap them, and waits for them once, after the copies; the first
+// warpgroup waits for its P V at once. An fp8 step keeps the copies (loads
+// into registers) first: at the kernel's 255-register limit the bf16
+// order spilled. There the first warpgroup's P V stays in flight into the
+// next step (its barrier and loads overlap it) and is waited for after
+// those loads, before its buffer is taken (by the stores of the step
+// after) and before the epilogue reads O. (In the bf16 order, that made
 // ptxas serialize every wgmma of the kernel: C7518.)
 template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
@@ -243,10 +248,9 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     __syncthreads();
     const int32_t ahead = i + S - 2;
     if constexpr (kFp8) {
-      // fp8 keeps the order it had before (loads, each MMA waited for at
-      // once): at its 255-register limit, the bf16 order spilled.
       if (ahead < stages)
         hopper_load_stage_fp8(p, kv_head, ahead, length, key_lo, key_hi, sm, rows);
+      wgmma::wait_group<0>();  // the first warpgroup's last P V (see above)
       if (lagging && pending) {
         hopper_pv<D, kF16>(sm, i - 1, pa, w);
         wgmma::wait_group<0>();
@@ -266,8 +270,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
           if (lagging) {
             pending = true;
           } else {
-            hopper_pv<D, kF16>(sm, i, pa, w);
-            wgmma::wait_group<0>();
+            hopper_pv<D, kF16>(sm, i, pa, w);  // in flight into the next step
           }
         }
       }
@@ -305,6 +308,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
       if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
     }
   }
+  if constexpr (kFp8) wgmma::wait_group<0>();  // the first warpgroup's last P V
   attn::cp_async_wait<0>();
   __syncthreads();
 }
