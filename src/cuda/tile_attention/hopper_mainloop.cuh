@@ -190,6 +190,21 @@ __device__ __forceinline__ void hopper_pv(const Smem& sm, int32_t i,
   wgmma::commit_group();
 }
 
+// The row masks of list stage `i`'s regions (0 past the list's `length`
+// entries) into `mask`; returns their union.
+template <class Smem>
+__device__ __forceinline__ uint32_t hopper_stage_masks(const Smem& sm, int32_t i, int32_t length,
+                                                       uint32_t (&mask)[hopper_stage_regions()]) {
+  uint32_t attended = 0;
+#pragma unroll
+  for (int r = 0; r < hopper_stage_regions(); ++r) {
+    const int32_t e = i * hopper_stage_regions() + r;
+    mask[r] = e < length ? sm.list_mask[e] : 0u;
+    attended |= mask[r];
+  }
+  return attended;
+}
+
 // Streams list stages [0, ceil(length / 8)) through the pipeline, one
 // barrier per step. The warpgroups take turns on the tensor cores: the
 // first runs S, softmax and P V of stage i in step i; the second runs the
@@ -258,13 +273,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
       pending = false;
       if (i < stages) {
         uint32_t mask[R];
-        uint32_t attended = 0;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int32_t e = i * R + r;
-          mask[r] = e < length ? sm.list_mask[e] : 0u;
-          attended |= mask[r];
-        }
+        const uint32_t attended = hopper_stage_masks(sm, i, length, mask);
         if ((attended & w.rows) != 0) {
           hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
           if (lagging) {
@@ -274,17 +283,12 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
           }
         }
       }
+      if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
     } else {
       if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
       pending = false;
       uint32_t mask[R];
-      uint32_t attended = 0;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int32_t e = i * R + r;  // past the list in the last step
-        mask[r] = e < length ? sm.list_mask[e] : 0u;
-        attended |= mask[r];
-      }
+      const uint32_t attended = hopper_stage_masks(sm, i, length, mask);  // 0 in the last step
       const bool scoring = (attended & w.rows) != 0;
       float s[R * 4];
       if (scoring) hopper_issue_scores<D, kF16>(sm, i, w, s);
@@ -303,9 +307,6 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
           wgmma::wait_group<0>();
         }
       }
-    }
-    if constexpr (kFp8) {
-      if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
     }
   }
   if constexpr (kFp8) wgmma::wait_group<0>();  // the first warpgroup's last P V
