@@ -220,8 +220,8 @@ __device__ __forceinline__ uint32_t hopper_stage_masks(const Smem& sm, int32_t i
 // into registers) first: at the kernel's 255-register limit the bf16
 // order spilled. There the first warpgroup's P V stays in flight into the
 // next step (its barrier and loads overlap it) and is waited for after
-// those loads, before its buffer is taken (by the stores of the step
-// after) and before the epilogue reads O. (In the bf16 order, that made
+// those loads: before its buffer is taken (by the stores two steps
+// later) and before the epilogue reads O. (In the bf16 order, that made
 // ptxas serialize every wgmma of the kernel: C7518.)
 template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
