@@ -262,6 +262,17 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
     wgmma::fence_proxy_async_smem();
     __syncthreads();
     const int32_t ahead = i + S - 2;
+    // After stage i's softmax: the second warpgroup's P V waits for the
+    // next step, the first's is issued now (waited for at once in bf16, in
+    // flight into the next step in fp8).
+    auto issue_pv = [&] {
+      if (lagging) {
+        pending = true;
+      } else {
+        hopper_pv<D, kF16>(sm, i, pa, w);
+        if constexpr (!kFp8) wgmma::wait_group<0>();
+      }
+    };
     if constexpr (kFp8) {
       if (ahead < stages)
         hopper_load_stage_fp8(p, kv_head, ahead, length, key_lo, key_hi, sm, rows);
@@ -276,11 +287,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
         const uint32_t attended = hopper_stage_masks(sm, i, length, mask);
         if ((attended & w.rows) != 0) {
           hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
-          if (lagging) {
-            pending = true;
-          } else {
-            hopper_pv<D, kF16>(sm, i, pa, w);  // in flight into the next step
-          }
+          issue_pv();
         }
       }
       if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
@@ -300,12 +307,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
       wgmma::wait_group<0>();
       if (scoring) {
         hopper_softmax<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, s, pa);
-        if (lagging) {
-          pending = true;
-        } else {
-          hopper_pv<D, kF16>(sm, i, pa, w);
-          wgmma::wait_group<0>();
-        }
+        issue_pv();
       }
     }
   }
