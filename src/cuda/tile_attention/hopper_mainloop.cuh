@@ -159,18 +159,6 @@ __device__ __forceinline__ void hopper_softmax(const Smem& sm, int32_t i,
   }
 }
 
-// S of stage `i` issued, waited for and through the softmax in one go.
-template <int D, bool kF16, bool kCsa, class Smem>
-__device__ __forceinline__ void hopper_scores(const Smem& sm, int32_t i,
-                                              const uint32_t (&mask)[hopper_stage_regions()],
-                                              bool cut, HopperState<D>& w,
-                                              uint32_t (&pa)[hopper_stage_regions() / 2][4]) {
-  float s[hopper_stage_regions() * 4];
-  hopper_issue_scores<D, kF16>(sm, i, w, s);
-  wgmma::wait_group<0>();
-  hopper_softmax<D, kF16, kCsa>(sm, i, mask, cut, w, s, pa);
-}
-
 // O += P V of stage `i` (four k16 steps): V of regions 2 k, 2 k + 1 is
 // N-major, its atoms (64 columns each) after K's, 8-key groups
 // kRegionBytes apart. Issued as one wgmma group, not waited for.
@@ -210,19 +198,17 @@ __device__ __forceinline__ uint32_t hopper_stage_masks(const Smem& sm, int32_t i
 // first runs S, softmax and P V of stage i in step i; the second runs the
 // P V of stage i - 1 first, then S and softmax of stage i, so each one's
 // softmax overlaps the other's MMAs. A stage's buffer therefore lives two
-// steps: copies run S - 2 stages ahead (fp8: loaded into registers at the
-// step's start, widened into the buffer at its end, as f16 when kF16). A
-// warpgroup skips a stage none of its rows attend.
-// In a bf16 step, a warpgroup issues its MMAs (the second one's P V of
-// the last stage, then S of this one) before the copies, which then
-// overlap them, and waits for them once, after the copies; the first
-// warpgroup waits for its P V at once. An fp8 step keeps the copies (loads
-// into registers) first: at the kernel's 255-register limit the bf16
-// order spilled. There the first warpgroup's P V stays in flight into the
-// next step (its barrier and loads overlap it) and is waited for after
-// those loads: before its buffer is taken (by the stores two steps
-// later) and before the epilogue reads O. (In the bf16 order, that made
-// ptxas serialize every wgmma of the kernel: C7518.)
+// steps: copies run S - 2 stages ahead. A warpgroup skips a stage none of
+// its rows attend. In a step, a warpgroup issues its MMAs (the second
+// one's P V of the last stage, then S of this one) before the copies,
+// which then overlap them, and waits for them once, after the copies
+// (issuing fp8 copies first was 5-7 % slower on an H100). fp8 stages land
+// raw and are widened in place at the end of the step that issued them
+// (to f16 when kF16), so the next barrier publishes them: they hold no
+// registers across the MMAs (loaded into registers instead, they spilled
+// at the kernel's 255-register limit in this order). The first warpgroup
+// waits for its P V at once in bf16; in fp8 after its widening, which
+// overlaps that P V (2 % faster).
 template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
@@ -232,86 +218,65 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
   static_assert(S >= 3, "a stage is read for two steps while the next one is copied");
   const int32_t stages = (length + R - 1) / R;
   const bool lagging = static_cast<int>(threadIdx.x) >= 128;
-  Fp8StageRows<Smem> rows;
-#pragma unroll 1
-  for (int32_t k = 0; k < S - 2; ++k) {
+  // Copies of stage k (an empty group past the list, so that bf16's
+  // group count stays the step's), and fp8's widening once they landed.
+  auto issue_copies = [&](int32_t k) {
+    if (k >= stages) {
+      attn::cp_async_commit();
+    } else if constexpr (kFp8) {
+      hopper_issue_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm);
+    } else {
+      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
+    }
+  };
+  auto widen = [&](int32_t k) {
     if constexpr (kFp8) {
       if (k < stages) {
-        hopper_load_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm, rows);
-        hopper_store_stage_fp8<kF16>(k, rows, sm);
+        attn::cp_async_wait<0>();
+        hopper_widen_stage_fp8<kF16>(k, sm);
       }
-    } else if (k < stages) {
-      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
-    } else {
-      attn::cp_async_commit();
     }
+  };
+#pragma unroll 1
+  for (int32_t k = 0; k < S - 2; ++k) {
+    issue_copies(k);
+    widen(k);
   }
   uint32_t pa[R / 2][4];
   bool pending = false;  // the lagging warpgroup's P of the last step
 #pragma unroll 1
   for (int32_t i = 0; i <= stages; ++i) {
     // This thread's copies of stage i (and of Q, the oldest group) are in
-    // shared memory; the fence makes them visible to wgmma (the async
-    // proxy), the barrier everyone's. The barrier also ends every read of
-    // stage i - 2, whose buffer the next copies take.
-    if constexpr (kFp8) {
-      attn::cp_async_wait<0>();  // Q
-    } else {
-      attn::cp_async_wait<S - 3>();
-    }
+    // shared memory (fp8: widened last step); the fence makes them visible
+    // to wgmma (the async proxy), the barrier everyone's. The barrier also
+    // ends every read of stage i - 2, whose buffer the next copies take.
+    if constexpr (!kFp8) attn::cp_async_wait<S - 3>();
     wgmma::fence_proxy_async_smem();
     __syncthreads();
     const int32_t ahead = i + S - 2;
-    // After stage i's softmax: the second warpgroup's P V waits for the
-    // next step, the first's is issued now (waited for at once in bf16, in
-    // flight into the next step in fp8).
-    auto issue_pv = [&] {
+    if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
+    pending = false;
+    uint32_t mask[R];
+    const uint32_t attended = hopper_stage_masks(sm, i, length, mask);  // 0 in the last step
+    const bool scoring = (attended & w.rows) != 0;
+    float s[R * 4];
+    if (scoring) hopper_issue_scores<D, kF16>(sm, i, w, s);
+    issue_copies(ahead);
+    wgmma::wait_group<0>();
+    if (scoring) {
+      hopper_softmax<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, s, pa);
+      // The second warpgroup's P V waits for the next step; the first's is
+      // issued now and waited for before the barrier.
       if (lagging) {
         pending = true;
       } else {
         hopper_pv<D, kF16>(sm, i, pa, w);
         if constexpr (!kFp8) wgmma::wait_group<0>();
       }
-    };
-    if constexpr (kFp8) {
-      if (ahead < stages)
-        hopper_load_stage_fp8(p, kv_head, ahead, length, key_lo, key_hi, sm, rows);
-      wgmma::wait_group<0>();  // the first warpgroup's last P V (see above)
-      if (lagging && pending) {
-        hopper_pv<D, kF16>(sm, i - 1, pa, w);
-        wgmma::wait_group<0>();
-      }
-      pending = false;
-      if (i < stages) {
-        uint32_t mask[R];
-        const uint32_t attended = hopper_stage_masks(sm, i, length, mask);
-        if ((attended & w.rows) != 0) {
-          hopper_scores<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, pa);
-          issue_pv();
-        }
-      }
-      if (ahead < stages) hopper_store_stage_fp8<kF16>(ahead, rows, sm);
-    } else {
-      if (lagging && pending) hopper_pv<D, kF16>(sm, i - 1, pa, w);
-      pending = false;
-      uint32_t mask[R];
-      const uint32_t attended = hopper_stage_masks(sm, i, length, mask);  // 0 in the last step
-      const bool scoring = (attended & w.rows) != 0;
-      float s[R * 4];
-      if (scoring) hopper_issue_scores<D, kF16>(sm, i, w, s);
-      if (ahead < stages) {
-        hopper_issue_stage(p, kv_head, ahead, length, key_lo, key_hi, sm);
-      } else {
-        attn::cp_async_commit();
-      }
-      wgmma::wait_group<0>();
-      if (scoring) {
-        hopper_softmax<D, kF16, kCsa>(sm, i, mask, (attended & kCutRegion) != 0, w, s, pa);
-        issue_pv();
-      }
     }
+    widen(ahead);
+    if constexpr (kFp8) wgmma::wait_group<0>();
   }
-  if constexpr (kFp8) wgmma::wait_group<0>();  // the first warpgroup's last P V
   attn::cp_async_wait<0>();
   __syncthreads();
 }

@@ -1,8 +1,7 @@
 // Stage copies of the Hopper tile attention kernel: the regions of a list
 // stage from the paged cache into the stage buffer's swizzled atoms (one
-// region per warp). bf16 pages go by cp.async; fp8 pages are loaded into
-// registers when the stage is issued and widened to f16 or bf16 (exact)
-// into the atoms a step later, after the warp's MMAs (hopper_mainloop.cuh).
+// region per warp), by cp.async; fp8 pages raw, widened to f16 or bf16
+// (exact) in place once they have landed (hopper_mainloop.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -101,6 +100,14 @@ __device__ __forceinline__ void copy_row_chunks(uint32_t dst_even, uint32_t dst_
    ...);
 }
 
+// The raw pieces of an fp8 stage (hopper_issue_stage_fp8): piece P (64 P
+// bytes into the lane's row source) to dst + 512 P.
+template <int... P>
+__device__ __forceinline__ void copy_raw_pieces(uint32_t dst, const char* src, int src_bytes,
+                                                std::integer_sequence<int, P...>) {
+  (cp_async16_at<P * 512, P * 64>(dst, src, src_bytes), ...);
+}
+
 // Issues the copies of bf16 list stage `i` and commits them as one group.
 // Warp w copies region 8 i + w: lane l takes key k = l / 4 and, in each of
 // kRowChunks / 4 passes P, chunk c = 4 P + l % 4 of that key's K || V row
@@ -122,43 +129,60 @@ __device__ __forceinline__ void hopper_issue_stage(const PagedAttentionParams& p
   attn::cp_async_commit();
 }
 
-// An fp8 stage in flight: lane l's 16-byte pieces 4 P + l % 4 of its key's
-// K || V row (kRowChunks / 2 pieces of fp8 per row).
+// fp8 stages go by cp.async too, raw, into the upper half of each region's
+// bytes (a region's fp8 K || V rows are half its widened size), and are
+// widened in place once they have landed (hopper_widen_stage_fp8), so no
+// registers hold a stage in flight across the MMAs. The raw half is laid
+// out by lane: piece k of lane l at 16 (32 k + l), so each copy
+// instruction and each read-back covers 512 contiguous bytes.
 template <class Smem>
-struct Fp8StageRows {
-  static constexpr int kPieces = Smem::kRowChunks / 8;
-  uint4 raw[kPieces];
+struct Fp8Stage {
+  static constexpr int kPieces = Smem::kRowChunks / 8;  // 16-byte fp8 pieces of a lane
+  static constexpr int kRawOffset = Smem::kRegionBytes / 2;
+  static_assert(kPieces * 32 * 16 == Smem::kRegionBytes / 2, "raw rows fill the upper half");
 };
 
-// Loads the lane's pieces of list stage `i` (zeros for keys not read).
+// Issues the raw copies of fp8 list stage `i` and commits them as one
+// group. Lane l of warp w copies pieces 4 P + l % 4 (P < kPieces) of key
+// l / 4 of region 8 i + w (zeros for keys not read).
 template <class Smem>
-__device__ __forceinline__ void hopper_load_stage_fp8(const PagedAttentionParams& p,
-                                                      const char* kv_head, int32_t i,
-                                                      int32_t length, int32_t key_lo,
-                                                      int32_t key_hi, const Smem& sm,
-                                                      Fp8StageRows<Smem>& rows) {
+__device__ __forceinline__ void hopper_issue_stage_fp8(const PagedAttentionParams& p,
+                                                       const char* kv_head, int32_t i,
+                                                       int32_t length, int32_t key_lo,
+                                                       int32_t key_hi, Smem& sm) {
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   bool valid = false;
   const char* src = stage_row_source(p, kv_head, i, length, key_lo, key_hi, sm, valid);
-#pragma unroll
-  for (int k = 0; k < Fp8StageRows<Smem>::kPieces; ++k) {
-    rows.raw[k] =
-        valid ? __ldg(reinterpret_cast<const uint4*>(src + 64 * k)) : make_uint4(0, 0, 0, 0);
-  }
+  const uint32_t raw = attn::smem_addr(hopper_stage(sm, i)) + warp * Smem::kRegionBytes +
+                       Fp8Stage<Smem>::kRawOffset + 16 * lane;
+  copy_raw_pieces(raw, src, valid ? 16 : 0,
+                  std::make_integer_sequence<int, Fp8Stage<Smem>::kPieces>{});
+  attn::cp_async_commit();
 }
 
-// Widens the loaded pieces to bf16, or to f16 when kF16 (both exact), into
-// stage `i`'s atoms: piece 4 P + l % 4 is 16-bit chunks 2 (4 P + l % 4) and
-// the next, each at its swizzled position (c % 8 ^ key) in atom c / 8. f16
-// takes one conversion per pair, bf16 five (numerics.cuh).
+// Widens the lane's landed raw pieces of stage `i` (the caller waited for
+// its copies) to bf16, or to f16 when kF16 (both exact), in place: piece
+// 4 P + l % 4 becomes 16-bit chunks 2 (4 P + l % 4) and the next, each at
+// its swizzled position (c % 8 ^ key) in atom c / 8. Every lane of the warp
+// reads its pieces before any writes (the widened rows cover the raw
+// half). f16 takes one conversion per pair, bf16 five (numerics.cuh).
 template <bool kF16, class Smem>
-__device__ __forceinline__ void hopper_store_stage_fp8(int32_t i, const Fp8StageRows<Smem>& rows,
-                                                       Smem& sm) {
+__device__ __forceinline__ void hopper_widen_stage_fp8(int32_t i, Smem& sm) {
+  constexpr int kPieces = Fp8Stage<Smem>::kPieces;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int key = lane / 4;
-  unsigned char* row = hopper_stage(sm, i) + warp * Smem::kRegionBytes + key * 128;
+  unsigned char* region = hopper_stage(sm, i) + warp * Smem::kRegionBytes;
+  uint4 raw[kPieces];
 #pragma unroll
-  for (int k = 0; k < Fp8StageRows<Smem>::kPieces; ++k) {
-    const uint32_t w[4] = {rows.raw[k].x, rows.raw[k].y, rows.raw[k].z, rows.raw[k].w};
+  for (int k = 0; k < kPieces; ++k) {
+    raw[k] =
+        *reinterpret_cast<const uint4*>(region + Fp8Stage<Smem>::kRawOffset + 16 * (32 * k + lane));
+  }
+  __syncwarp();
+  unsigned char* row = region + key * 128;
+#pragma unroll
+  for (int k = 0; k < kPieces; ++k) {
+    const uint32_t w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int c = 2 * (4 * k + lane % 4) + half;
