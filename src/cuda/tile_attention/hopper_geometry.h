@@ -47,11 +47,11 @@ constexpr int hopper_stages(int head_size) {
 }
 
 // Shared memory of one CTA at head size D (K/V staged as bf16; fp8 pages
-// are widened exactly on the way in, to f16 when the tile's Q is staged as
-// f16). A stage holds its regions one after
-// the other; a region is its 8 keys' K || V rows as 128-byte swizzled
-// atoms of 8 keys x 64 values (K's D / 64 atoms, then V's), the wgmma
-// layout of K (K-major) and of V (N-major) alike
+// land raw in the upper half of each region's bytes and are widened
+// exactly in place, to f16 when the tile's Q is staged as f16). A stage
+// holds its regions one after the other; a region is its 8 keys' K || V
+// rows as 128-byte swizzled atoms of 8 keys x 64 values (K's D / 64 atoms,
+// then V's), the wgmma layout of K (K-major) and of V (N-major) alike
 // (common/wgmma_attention.cuh). Atoms start on 1024-byte boundaries: the
 // kernel aligns the struct (launch with kAlignSlack extra bytes).
 template <int D>
