@@ -66,12 +66,35 @@ TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
   r.ms = std::nan("");  // a shape that could not be timed
   r.bytes = 1e9;
   const std::string path = ::testing::TempDir() + "step5_bench.json";
-  tool::bench::write_json(path, "NVIDIA \"H200\"\t", "2026-01-01", "", {r}, 0);
+  tool::bench::write_json(path, "NVIDIA \"H200\"\t", "2026-01-01", "", {r}, 0,
+                          tool::bench::MeasuredCopy{std::nan(""), 0});
   std::ifstream in(path);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   EXPECT_EQ(json_error(text), "") << text;
   EXPECT_NE(text.find("\"ms\": null"), std::string::npos) << text;
   EXPECT_NE(text.find("\"gpu\": \"NVIDIA \\\"H200\\\"\\u0009\""), std::string::npos) << text;
+}
+
+TEST(Json, BenchReportRowsAgainstTheMeasuredCopy) {
+  tool::bench::Result r;
+  r.op = "layer";
+  r.layer = "csa";
+  r.kv = "bf16";
+  r.phase = "decode";
+  r.regime = "independent";
+  r.ms = 2.0;
+  r.bytes = 1e9;
+  r.floor_bytes = 5e8;
+  const std::string path = ::testing::TempDir() + "step5_bench_copy.json";
+  tool::bench::write_json(path, "GPU", "2026-01-01", "", {r}, 0,
+                          tool::bench::MeasuredCopy{2e12, size_t{256} << 20});
+  std::ifstream in(path);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_EQ(json_error(text), "") << text;
+  EXPECT_NE(text.find("\"buffer_bytes\": 268435456"), std::string::npos) << text;
+  // 1e9 bytes in 2 ms against 2e12 bytes/s; the floor half of that.
+  EXPECT_NE(text.find("\"frac_measured_copy\": 0.25"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"floor_over_time_measured\": 0.125"), std::string::npos) << text;
 }
 
 }  // namespace

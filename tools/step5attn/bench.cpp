@@ -5,6 +5,8 @@
 // several L2-cold runs measured with CUDA events (bench_timer.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <iostream>
@@ -21,6 +23,7 @@
 #ifdef STEP5_HAVE_CUDA
 #include "step5/testing/cuda_internals.h"
 #include "step5/testing/device_memory.h"
+#include "step5attn/bench_ceiling.h"
 #include "step5attn/bench_check.h"
 #include "step5attn/bench_graph.h"
 #include "step5attn/bench_workload.h"
@@ -99,14 +102,15 @@ void add(Result& r, const Counts& c) {
 
 class Bench {
  public:
-  Bench(Backend& gpu, size_t pool_bytes, int reps, TileAttention tiles)
-      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps), tiles_(tiles) {
+  Bench(Backend& gpu, size_t pool_bytes, int reps, TileAttention tiles,
+        const bench::MeasuredCopy& copy)
+      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps), tiles_(tiles), copy_(copy) {
     cuda_testing::fill_cache_random(pool_.data(), pool_.bytes(), 5, nullptr);
   }
   void run(const Shape& shape);
   void run(const bench::GraphShape& shape) {
     results_.push_back(bench::run_graph_step(gpu_, pool_, timer_, shape, reps_, rng_));
-    bench::print_row(results_.back());
+    bench::print_row(results_.back(), copy_);
   }
   const std::vector<Result>& results() const { return results_; }
 
@@ -115,6 +119,7 @@ class Bench {
   sim::DeviceBuffer pool_;
   int reps_;
   TileAttention tiles_;
+  bench::MeasuredCopy copy_;
   bench::Timer timer_;
   std::mt19937_64 rng_{9};
   std::vector<Result> results_;
@@ -185,7 +190,7 @@ void Bench::run(const Shape& sh) {
         [&] { gpu_.window_attention(c, step, plan, q, g, cache.kv, out, nullptr); }, reps_);
   }
   results_.push_back(op);
-  bench::print_row(op);
+  bench::print_row(op, copy_);
 
   // The whole layer step (KV write, summaries, scores, selection, attention),
   // one forward call as an engine makes it, host enqueue included.
@@ -230,7 +235,7 @@ void Bench::run(const Shape& sh) {
         [&](int) { forward(); }, bench::max_launches_per_forward(plan, c.kind), nullptr);
   }
   results_.push_back(layer);
-  bench::print_row(layer);
+  bench::print_row(layer, copy_);
 }
 
 struct Sweep {
@@ -352,18 +357,32 @@ int run_bench(int argc, char** argv) {
       std::cout << "phase 1: cuda attention vs cpu backend\n";
       const bool ok = bench::run_attention_checks(*cpu, *gpu, std::cout, checks);
       if (!ok || check_only) {
-        if (!json_path.empty()) bench::write_json(json_path, prop.name, today(), checks, {}, 0);
+        if (!json_path.empty()) {
+          bench::write_json(json_path, prop.name, today(), checks, {}, 0,
+                            bench::MeasuredCopy{std::nan(""), 0});
+        }
         if (!ok) print_error("bench", "attention check failed; not timing");
         return ok ? kExitOk : kExitFailure;
       }
     }
-    std::cout << "phase 2: timings (median of " << (quick ? 5 : 7)
-              << " L2-cold runs; % of 4.27 TB/s; floor = unique bytes at 4.27 TB/s)\n";
     size_t free_bytes = 0, total_bytes = 0;
     STEP5_TOOL_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const bench::MeasuredCopy copy = bench::measure_copy_ceiling(free_bytes);
+    std::cout << "device copy measured here: ";
+    if (std::isfinite(copy.bytes_per_s)) {
+      char tb[32];
+      std::snprintf(tb, sizeof tb, "%.2f", copy.bytes_per_s / 1e12);
+      std::cout << tb << " TB/s (" << (copy.buffer_bytes >> 20)
+                << " MiB copies, bytes read + written)\n";
+    } else {
+      std::cout << "not measured\n";
+    }
+    std::cout << "phase 2: timings (median of " << (quick ? 5 : 7)
+              << " L2-cold runs; % of 4.27 TB/s, the H200's copy; floor = unique bytes at 4.27 "
+                 "TB/s, and its share of the time at the copy measured here)\n";
     const size_t pool = std::min(quick ? size_t{16} << 30 : size_t{48} << 30,
                                  free_bytes - std::min(free_bytes, size_t{16} << 30));
-    Bench bench(*gpu, pool, quick ? 5 : 7, tiles);
+    Bench bench(*gpu, pool, quick ? 5 : 7, tiles, copy);
     const auto t0 = std::chrono::steady_clock::now();
     int skipped = 0;
     auto out_of_time = [&] {
@@ -389,7 +408,7 @@ int run_bench(int argc, char** argv) {
     }
     if (skipped > 0) std::cout << "  (" << skipped << " shapes skipped: --max-seconds)\n";
     if (!json_path.empty()) {
-      bench::write_json(json_path, prop.name, today(), checks, bench.results(), skipped);
+      bench::write_json(json_path, prop.name, today(), checks, bench.results(), skipped, copy);
     }
     return kExitOk;
   } catch (const Error& e) {

@@ -2,6 +2,7 @@
 
 #include "step5/testing/json.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -28,13 +29,18 @@ std::string label(const Result& r) {
   return s.str();
 }
 
-void print_row(const Result& r) {
+void print_row(const Result& r, const MeasuredCopy& copy) {
   const double s = r.ms * 1e-3;
   std::printf("  %-58s %9.3f ms  %6.2f TB/s (%5.1f%%)  %6.1f TFLOP/s", label(r).c_str(), r.ms,
               r.bytes / s / 1e12, 100 * r.bytes / s / kPeakBytes, r.flops / s / 1e12);
-  if (r.floor_bytes > 0)
-    std::printf("  floor %.3f ms (%.0f%%)", r.floor_bytes / kPeakBytes * 1e3,
+  if (r.floor_bytes > 0) {
+    std::printf("  floor %.3f ms (%.0f%%", r.floor_bytes / kPeakBytes * 1e3,
                 100 * r.floor_bytes / s / kPeakBytes);
+    if (std::isfinite(copy.bytes_per_s)) {
+      std::printf("; %.0f%% of measured copy", 100 * r.floor_bytes / s / copy.bytes_per_s);
+    }
+    std::printf(")");
+  }
   if (r.jaccard >= 0) std::printf("  jaccard %.3f", r.jaccard);
   if (r.union_ratio >= 0) std::printf("  union %.2f", r.union_ratio);
   if (r.host_us >= 0) std::printf("  host %.1f us/forward", r.host_us);
@@ -43,12 +49,14 @@ void print_row(const Result& r) {
 }
 
 void write_json(const std::string& path, const std::string& gpu_name, const std::string& date,
-                const std::string& checks, const std::vector<Result>& results, int skipped) {
+                const std::string& checks, const std::vector<Result>& results, int skipped,
+                const MeasuredCopy& copy) {
   std::ofstream f(path);
   f << "{\n  \"date\": " << quoted(date) << ",\n  \"gpu\": " << quoted(gpu_name) << ",\n"
     << "  \"ceilings\": {\"bytes_per_s\": " << num(kPeakBytes) << ", \"flops\": " << num(kPeakFlops)
-    << "},\n  \"checks\": [\n    " << checks << "\n  ],\n  \"skipped_shapes\": " << skipped
-    << ",\n  \"results\": [\n";
+    << "},\n  \"measured_copy\": {\"bytes_per_s\": " << num(copy.bytes_per_s)
+    << ", \"buffer_bytes\": " << copy.buffer_bytes << "},\n  \"checks\": [\n    " << checks
+    << "\n  ],\n  \"skipped_shapes\": " << skipped << ",\n  \"results\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     const double s = r.ms * 1e-3;
@@ -65,7 +73,9 @@ void write_json(const std::string& path, const std::string& gpu_name, const std:
       << ", \"floor_bytes\": " << num(r.floor_bytes)
       << ", \"floor_ms\": " << num(r.floor_bytes / kPeakBytes * 1e3)
       << ", \"floor_over_time\": " << num(r.floor_bytes / s / kPeakBytes)
-      << ", \"host_us_per_forward\": " << num(r.host_us) << "}"
+      << ", \"host_us_per_forward\": " << num(r.host_us)
+      << ", \"frac_measured_copy\": " << num(r.bytes / s / copy.bytes_per_s)
+      << ", \"floor_over_time_measured\": " << num(r.floor_bytes / s / copy.bytes_per_s) << "}"
       << (i + 1 < results.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";

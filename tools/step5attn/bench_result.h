@@ -4,6 +4,7 @@
 // ms, bytes and flops are stable; new fields are only added.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -34,10 +35,20 @@ struct Result {
   double host_us = -1;      // host time per forward call (bench_timer.h); -1 = not measured
 };
 
+// The device copy bandwidth measured on the GPU of the run
+// (bench_ceiling.h): rows are printed and written against it as well as
+// against kPeakBytes. NaN bytes_per_s = not measured (rows then say so:
+// null in JSON).
+struct MeasuredCopy {
+  double bytes_per_s = 0;   // bytes read + written per second
+  size_t buffer_bytes = 0;  // bytes of each timed copy
+};
+
 std::string label(const Result& r);
-void print_row(const Result& r);
+void print_row(const Result& r, const MeasuredCopy& copy);
 // Writes the run as JSON; strings are escaped.
 void write_json(const std::string& path, const std::string& gpu_name, const std::string& date,
-                const std::string& checks, const std::vector<Result>& results, int skipped);
+                const std::string& checks, const std::vector<Result>& results, int skipped,
+                const MeasuredCopy& copy);
 
 }  // namespace step5::tool::bench
