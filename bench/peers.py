@@ -24,7 +24,9 @@ others):
 Each time is the median of CUDA-event-timed runs, each after a 256 MB write
 that evicts the L2. Prints every peer next to our layer step (the bench's
 "layer" rows, one forward call) as a ratio, writes peers.json and a plot of
-decode layer-step time against context (peers.png).
+decode layer-step time against context (peers.png). Also prints the device
+copy bandwidth our bench measured on this GPU (its JSON's measured_copy),
+the ceiling its floors are read against.
 """
 
 import argparse
@@ -177,6 +179,17 @@ def our_prefill_rows(paths, chunk):
     return out
 
 
+def measured_copy(paths):
+    """The device copy the bench measured (bytes/s; None where its JSON has
+    none: older benches, or not measured), from the first JSON that says."""
+    for path in paths:
+        with open(path) as f:
+            copy = json.load(f).get("measured_copy") or {}
+        if copy.get("bytes_per_s"):
+            return copy["bytes_per_s"]
+    return None
+
+
 def ours_by_context(paths, batch):
     return ours_rows(paths, "csa", "decode", batch, 1, "independent")
 
@@ -248,6 +261,9 @@ def main():
     parser.add_argument("--no-decode", action="store_true", help="skip the decode peers")
     args = parser.parse_args()
     print(f"peers on {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    copy = measured_copy(args.ours)
+    if copy:
+        print(f"device copy measured by our bench: {copy / 1e12:.2f} TB/s")
     by_batch = {}
     for batch in ([] if args.no_decode else args.batches):
         ours_b = ours_by_context(args.ours, batch)
@@ -262,7 +278,7 @@ def main():
         ours, peers = ours_by_context(args.ours, batch), {}
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "batch": batch, "ours_layer_ms": ours, "peers_ms": peers,
-              "decode_by_batch": by_batch}
+              "decode_by_batch": by_batch, "ours_measured_copy_bytes_per_s": copy}
     if args.prefill:
         ours_prefill, prefill_peers = {}, {}
         for chunk in args.chunks:
