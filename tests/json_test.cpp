@@ -56,6 +56,15 @@ TEST(Json, WriterEscapesStringsAndNonFiniteNumbers) {
   }
 }
 
+// The bench report of one row, as written to a file and read back.
+std::string bench_report(const std::string& name, const std::string& gpu,
+                         const tool::bench::Result& r, const tool::bench::MeasuredCopy& copy) {
+  const std::string path = ::testing::TempDir() + name;
+  tool::bench::write_json(path, gpu, "2026-01-01", "", {r}, 0, copy);
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
   tool::bench::Result r;
   r.op = "attention \"quoted\"";
@@ -65,11 +74,8 @@ TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
   r.regime = "independent";
   r.ms = std::nan("");  // a shape that could not be timed
   r.bytes = 1e9;
-  const std::string path = ::testing::TempDir() + "step5_bench.json";
-  tool::bench::write_json(path, "NVIDIA \"H200\"\t", "2026-01-01", "", {r}, 0,
-                          tool::bench::MeasuredCopy{std::nan(""), 0});
-  std::ifstream in(path);
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string text = bench_report("step5_bench.json", "NVIDIA \"H200\"\t", r,
+                                        tool::bench::MeasuredCopy{std::nan(""), 0});
   EXPECT_EQ(json_error(text), "") << text;
   EXPECT_NE(text.find("\"ms\": null"), std::string::npos) << text;
   EXPECT_NE(text.find("\"gpu\": \"NVIDIA \\\"H200\\\"\\u0009\""), std::string::npos) << text;
@@ -85,11 +91,8 @@ TEST(Json, BenchReportRowsAgainstTheMeasuredCopy) {
   r.ms = 2.0;
   r.bytes = 1e9;
   r.floor_bytes = 5e8;
-  const std::string path = ::testing::TempDir() + "step5_bench_copy.json";
-  tool::bench::write_json(path, "GPU", "2026-01-01", "", {r}, 0,
-                          tool::bench::MeasuredCopy{2e12, size_t{256} << 20});
-  std::ifstream in(path);
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string text = bench_report("step5_bench_copy.json", "GPU", r,
+                                        tool::bench::MeasuredCopy{2e12, size_t{256} << 20});
   EXPECT_EQ(json_error(text), "") << text;
   EXPECT_NE(text.find("\"buffer_bytes\": 268435456"), std::string::npos) << text;
   // 1e9 bytes in 2 ms against 2e12 bytes/s; the floor half of that.
