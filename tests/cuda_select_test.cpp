@@ -4,9 +4,11 @@
 // score: random scores (the threshold bin's few candidates), a periodic
 // pattern (regions 32 i .. 32 i + 3 high), massive ties (more regions at
 // the K-th score than shared memory holds: radix passes over global
-// memory), and moderate ties with +0 and -0; rows of at most K regions take
-// every region. Both kernel instances run: score columns above and below
-// 2,048. Without a usable GPU the tests are skipped visibly.
+// memory), moderate ties with +0 and -0, and high scores exactly where the
+// kernel samples a long row (its guessed floor then lies above the K-th
+// score, and a second pass decides); rows of at most K regions take every
+// region. Every kernel instance runs: score columns up to 2,048, up to
+// 32,768 and above. Without a usable GPU the tests are skipped visibly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "step5/attention.h"
+#include "step5/testing/cuda_internals.h"
 #include "step5/testing/device_memory.h"
 #include "step5/testing/step_buffers.h"
 #include "test_util.h"
@@ -25,9 +28,17 @@
 namespace step5 {
 namespace {
 
-enum class Pattern { random, periodic, four_values, quantized };
+enum class Pattern { random, periodic, four_values, quantized, in_sample };
 constexpr Pattern kPatterns[] = {Pattern::random, Pattern::periodic, Pattern::four_values,
-                                 Pattern::quantized};
+                                 Pattern::quantized, Pattern::in_sample};
+
+// Whether region j lies in a block the kernel samples (rows longer than its
+// list guess the floor they keep from that sample).
+bool sampled(int32_t j) {
+  const int32_t b = j / cuda_testing::select_sample_stride();
+  const int32_t first = cuda_testing::select_sample_first(b);
+  return j >= first && j < first + 8;
+}
 
 float crafted_score(Pattern pattern, int32_t j, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -35,6 +46,7 @@ float crafted_score(Pattern pattern, int32_t j, std::mt19937_64& rng) {
     case Pattern::random: return 2.0f * unit(rng) - 1.0f;
     case Pattern::periodic: return (j % 32 < 4 ? 4.0f : 1.0f) + unit(rng);
     case Pattern::four_values: return static_cast<float>(rng() % 4);
+    case Pattern::in_sample: return (sampled(j) ? 4.0f : 1.0f) + unit(rng);
     case Pattern::quantized: {
       const float x = std::round((8.0f * unit(rng) - 4.0f) * 8.0f) / 8.0f;
       return x == 0.0f && (rng() & 1) ? -0.0f : x;
@@ -56,12 +68,12 @@ std::vector<int32_t> exact_top_k(const float* scores, int32_t C, int32_t K) {
   return order;
 }
 
-// One decode row per request at the given sequence lengths, G = 4 groups
+// One decode row per request at the given sequence lengths, G = 5 groups
 // (one pattern each), score columns `columns` (>= every row's C).
 void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_t columns) {
   LayerConfig c;
-  c.num_heads = 8;
-  c.num_kv_heads = 4;
+  c.num_heads = 10;
+  c.num_kv_heads = 5;
   c.head_size = 64;
   c.topk = K;
   const int64_t G = c.num_kv_heads, R = static_cast<int64_t>(lens.size());
@@ -124,9 +136,18 @@ void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_
   }
 }
 
-// Score columns above 2,048: the 512-thread instance; rows of 300 (<= K),
-// 2,500, 9,001 and 16,385 regions.
+// Score columns above 32,768: the long-row instance; rows of 300 (<= K),
+// 9,001 (under its list: two passes), 16,385 and 40,000 regions (one pass
+// from a sampled floor; the in-sample pattern misleads the sample, the
+// massive ties overflow the list).
 TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(512, {2401, 72009, 131081, 320001}, 40000);
+}
+
+// Score columns above 2,048 up to 32,768: the 512-thread instance; rows of
+// 300 (<= K), 2,500, 9,001 and 16,385 regions.
+TEST(CudaSelect, ExactOnCraftedScoresMediumRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
 }

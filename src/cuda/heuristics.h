@@ -143,6 +143,27 @@ constexpr int select_few() {
 constexpr int select_capacity() {
   return 6144;
 }
+// Launches of rows past 32,768 score columns (contexts past 256K tokens,
+// whose score matrix comes from HBM) take the long-row instance: its rows
+// longer than its list take one pass over their scores instead of two
+// (long_rows.cuh). H100, session 25, against the two-pass kernel: 1M x 32
+// decode 1.4 % faster, verify k=3 2.4-2.8 %; with the instance from 6,144
+// columns on, the 128K x 32 rows (16,384 scores, in L2) were 1.3-2 %
+// slower: there the sample costs more than the pass it saves. Its list
+// holds twice the entries (96 KB: two CTAs still share an SM), so that
+// each warp's share (768) holds the keys of its chunk of the row at or
+// above the sampled floor even when the best scores gather in a few
+// chunks. The sample is one block of 8 scores per select_sample_stride()
+// (1/16 of the row).
+constexpr int select_long_columns() {
+  return 32768;
+}
+constexpr int select_long_capacity() {
+  return 12288;
+}
+constexpr int select_sample_stride() {
+  return 128;
+}
 // Short rows (prefill chunks at short contexts: C <= 2048 score columns)
 // take CTAs of 128 threads with a list of C entries: at 8K context a
 // 512-thread CTA left three quarters of its threads without scores and
@@ -156,7 +177,8 @@ constexpr int select_short_threads() {
 }
 // The list capacity for rows of at most `columns` scores: every score may
 // be kept (columns, in whole 256-entry steps), up to select_capacity().
-constexpr int select_list_capacity(int columns) {
+constexpr int select_list_capacity(int columns, bool long_rows = false) {
+  if (long_rows) return select_long_capacity();
   if (columns > select_short_columns()) return select_capacity();
   return columns <= 256 ? 256 : (columns + 255) / 256 * 256;
 }

@@ -66,6 +66,14 @@ uint32_t select_bin_floor(int bin, uint32_t best) {
   return cuda::select_bin_floor(bin, best);
 }
 
+int32_t select_sample_first(int32_t b) {
+  return cuda::select_sample_first(b);
+}
+
+int select_sample_stride() {
+  return cuda::select_sample_stride();
+}
+
 int select_bins() {
   return cuda::select_bins();
 }

@@ -53,6 +53,10 @@ int attention_last_page_split(int32_t num_pages, int num_splits);
 int select_bin(uint32_t key, uint32_t best);
 uint32_t select_bin_floor(int bin, uint32_t best);
 int select_bins();
+// Rows longer than the kernel's list are sampled: 8 regions from
+// select_sample_first(b) on in each stride b of select_sample_stride().
+int32_t select_sample_first(int32_t b);
+int select_sample_stride();
 
 #if defined(STEP5_HAVE_CUDA)
 // The stages the plan takes for `config` on a GPU with `max_smem` bytes of

@@ -61,6 +61,15 @@ STEP5_SELECT_BINS_FN uint32_t select_bin_floor(int bin, uint32_t best) {
   return d_hi >= best ? 0u : best - static_cast<uint32_t>(d_hi);
 }
 
+// The first of the 8 regions the select kernel samples in stride `b` of
+// select_sample_stride() regions (select.cuh, sampled_floor): an offset
+// hashed from b, so a periodic pattern of scores is not sampled in phase.
+STEP5_SELECT_BINS_FN int32_t select_sample_first(int32_t b) {
+  const uint32_t hash = (static_cast<uint32_t>(b) * 2654435761u) >> 16;
+  return b * select_sample_stride() +
+         8 * static_cast<int32_t>(hash % static_cast<uint32_t>(select_sample_stride() / 8));
+}
+
 }  // namespace step5::cuda
 
 #undef STEP5_SELECT_BINS_FN

@@ -9,7 +9,7 @@ namespace step5::cuda {
 namespace {
 constexpr int32_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
-template <int kThreads>
+template <int kThreads, bool kLongRows>
 void launch_with(const SelectParams& params, cudaStream_t stream) {
   // Summaries folded into the launch take CTAs past the rows, one warp per
   // (request, closing region).
@@ -19,8 +19,8 @@ void launch_with(const SelectParams& params, cudaStream_t stream) {
   const dim3 grid(
       static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
       static_cast<unsigned>(params.num_groups));
-  auto* kernel = select_kernel<kThreads>;
-  const size_t smem = static_cast<size_t>(select_list_capacity(params.columns)) * 8u;
+  auto* kernel = select_kernel<kThreads, kLongRows>;
+  const size_t smem = static_cast<size_t>(select_list_capacity(params.columns, kLongRows)) * 8u;
   allow_max_smem(kernel);
   STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
                                  params.programmatic_launch, params));
@@ -35,9 +35,11 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
                   params.num_groups);
   // The one switch from the plan's score columns to an instance.
   if (params.columns <= select_short_columns()) {
-    launch_with<select_short_threads()>(params, stream);
+    launch_with<select_short_threads(), false>(params, stream);
+  } else if (params.columns <= select_long_columns()) {
+    launch_with<select_threads(), false>(params, stream);
   } else {
-    launch_with<select_threads()>(params, stream);
+    launch_with<select_threads(), true>(params, stream);
   }
 }
 

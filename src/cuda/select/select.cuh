@@ -4,7 +4,10 @@
 //      histogram in shared memory, and the threshold bin that holds the
 //      K-th key;
 //   2. one ordered pass keeps every region in a bin above the threshold
-//      bin and every candidate inside it, in index order, in shared memory;
+//      bin and every candidate inside it, in index order, in shared memory
+//      (in the long-row instance, rows longer than the list skip it when
+//      the histogram pass already listed every key at or above a floor
+//      sampled below the threshold: long_rows.cuh);
 //   3. the exact K-th key among the candidates (by counting when they are
 //      few, else radix passes) and how many regions equal to it are taken
 //      (the lowest-indexed ones);
@@ -27,31 +30,12 @@
 #include "cuda/common/programmatic.cuh"
 #include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
+#include "cuda/select/long_rows.cuh"
 #include "cuda/select/params.h"
 #include "cuda/select/threshold.cuh"
 #include "cuda/summaries/cache_update.cuh"
 
 namespace step5::cuda {
-
-// Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
-// key 0 with valid = false).
-template <int kItems>
-__device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_t i0, bool vector,
-                                          uint32_t (&key)[kItems]) {
-  if (vector && i0 + kItems <= C) {
-#pragma unroll
-    for (int v = 0; v < kItems / 4; ++v) {
-      const float4 x = *reinterpret_cast<const float4*>(scores + i0 + 4 * v);
-      key[4 * v] = score_key(x.x);
-      key[4 * v + 1] = score_key(x.y);
-      key[4 * v + 2] = score_key(x.z);
-      key[4 * v + 3] = score_key(x.w);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
-  }
-}
 
 // The K/V write of step row t, head g (SelectParams::write_kv), by the CTA
 // of (t, g), first thing: one vector per thread (padding rows are skipped
@@ -87,7 +71,9 @@ __device__ __forceinline__ void summarize_of_cta(const SelectParams& p, int64_t 
   }
 }
 
-template <int kThreads>
+// kLongRows: the instance for launches of long rows (select_long_columns),
+// whose rows longer than the list take one pass (long_rows.cuh).
+template <int kThreads, bool kLongRows>
 __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     select_kernel(SelectParams p) {
   constexpr int kItems = select_items();
@@ -95,11 +81,11 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   using Shared = SelectShared<kThreads>;
   using Scan = typename Shared::Scan;
   __shared__ Shared sh;
-  // Dynamic shared memory: the kept list, select_list_capacity(p.columns)
-  // keys, then as many indices.
+  // Dynamic shared memory: the kept list, select_list_capacity(p.columns,
+  // kLongRows) keys, then as many indices.
   extern __shared__ __align__(16) unsigned char list_raw[];
   uint32_t* const list_key = reinterpret_cast<uint32_t*>(list_raw);
-  const int32_t capacity = select_list_capacity(p.columns);
+  const int32_t capacity = select_list_capacity(p.columns, kLongRows);
   int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
   // Launched programmatically, the CTA may run next to the indexer's last
@@ -179,10 +165,20 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   // 1. Histogram of distance bins, one shared atomic per score (equal bins
   // within a warp serialize: rows of tied scores bin slower, not wrongly;
   // their time was not measured). The next step's scores are loaded before
-  // this step's are binned.
+  // this step's are binned. Rows longer than the list in the long-row
+  // instance list the keys at or above a sampled floor in the same pass.
+  const bool one_pass = kLongRows && closed > capacity;
+  const int32_t share = capacity / (kThreads / 32);
+  uint32_t guess = 0;
+  if (one_pass) {
+    guess =
+        sampled_floor<kThreads>(sh, scores, closed, vector, best, static_cast<uint32_t>(p.topk));
+  }
   for (int b = threadIdx.x; b < kBins; b += kThreads) sh.hist[b] = 0;
   __syncthreads();
-  {
+  if (one_pass) {
+    bin_and_list<kThreads>(sh, scores, closed, vector, best, guess, list_key, list_index, share);
+  } else {
     uint32_t key[kItems];
     load_keys<kItems>(scores, closed, mine, vector, key);
     for (int32_t base = 0; base < closed; base += kStep) {
@@ -218,10 +214,18 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
 
   uint32_t kth;
   int32_t entries = 0;
-  if (kept <= static_cast<uint32_t>(capacity)) {
+  const uint32_t floor_key = select_bin_floor(threshold, best);
+  // One pass: the list serves when it holds every key of the threshold bin
+  // and above (the sampled floor at or below the bin's, no share full).
+  bool listed = false, shares = false;
+  if (one_pass) {
+    entries = join_shares<kThreads>(sh);
+    listed = shares = entries >= 0 && guess <= floor_key;
+  }
+  if (!listed && kept <= static_cast<uint32_t>(capacity)) {
     // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
     // with a key >= the bin's floor.
-    const uint32_t floor_key = select_bin_floor(threshold, best);
+    listed = true;
     uint32_t carry = 0;
     uint32_t key[kItems];
     load_keys<kItems>(scores, closed, mine, vector, key);
@@ -253,11 +257,15 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
       for (int k = 0; k < kItems; ++k) key[k] = next[k];
     }
     entries = static_cast<int32_t>(carry);
+  }
+  // Where entry i (index order) of the list lies.
+  auto slot = [&](int32_t i) { return shares ? share_slot<kThreads>(sh, share, i) : i; };
+  if (listed) {
     __syncthreads();
     // 3. The K-th key among the candidates of the threshold bin.
     auto candidates = [&](auto&& visit) {
       for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
-        const uint32_t key = list_key[i];
+        const uint32_t key = list_key[slot(i)];
         if (select_bin(key, best) == threshold) visit(key);
       }
     };
@@ -299,11 +307,12 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     carry_gt += total >> 16;
     carry_eq += total & 0xffffu;
   };
-  if (kept <= static_cast<uint32_t>(capacity)) {
+  if (listed) {
     for (int32_t base = 0; base < entries; base += kThreads) {
       const int32_t i = base + static_cast<int32_t>(threadIdx.x);
       const bool valid = i < entries;
-      emit(valid ? list_key[i] : 0u, valid ? list_index[i] : -1, valid);
+      const int32_t at = valid ? slot(i) : 0;
+      emit(valid ? list_key[at] : 0u, valid ? list_index[at] : -1, valid);
     }
   } else {
     for (int32_t base = 0; base < closed; base += kThreads) {

@@ -23,7 +23,8 @@ struct SelectShared {
     typename Reduce::TempStorage reduce;
   } cub;
   uint32_t hist[select_bins()];
-  uint32_t value[4];  // broadcast slots
+  uint32_t value[4];                 // broadcast slots
+  uint32_t warp_end[kThreads / 32];  // long rows: each warp's share of the list (long_rows.cuh)
 };
 
 // The bin among `count` consecutive bins from `top` downwards where the
