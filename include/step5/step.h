@@ -129,6 +129,10 @@ struct LayerSchedule {
   // kernel before it finishes (the select and attention ones as the
   // indexer's and select's CTAs end) and wait for it before touching memory.
   bool programmatic_launch = false;
+  // CSA: score columns up to which the selection runs CTAs of 128 threads
+  // (more of them to an SM) instead of 512; higher for steps of many
+  // selections per SM (prefill chunks), where throughput sets the time.
+  int32_t select_short_columns = 0;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero
 };

@@ -180,9 +180,12 @@ class CudaBackend final : public Backend {
     detail::validate_selected(config, rows, selected, kDev);
     activate();
     const auto columns = static_cast<int32_t>(scores.present() ? scores.shape[2] : 0);
-    launch_select(select_params(config, row_meta(step, plan, nullptr), rows, scores, columns,
-                                /*row_max=*/nullptr, selected, SelectCacheWork{},
-                                /*programmatic_launch=*/false, nullptr),
+    // The plan's instance choice; launched normally (no kernel before it
+    // in this operation waits for it).
+    LayerSchedule schedule = plan.schedule(config);
+    schedule.programmatic_launch = false;
+    launch_select(select_params(config, schedule, row_meta(step, plan, nullptr), rows, scores,
+                                columns, /*row_max=*/nullptr, selected, SelectCacheWork{}, nullptr),
                   to_cuda_stream(stream));
   }
 

@@ -163,8 +163,8 @@ void run_forward_csa(const DeviceInfo& device, const LayerConfig& config, const 
     cache_work.ring = summarize ? &summaries : nullptr;
     cache_work.kv = fold && write_kv ? &kv : nullptr;
     cache_work.summarize = fold && summarize;
-    launch_select(select_params(config, rows, chunk.rows, scores, chunk.columns, row_max, selected,
-                                cache_work, schedule.programmatic_launch, status),
+    launch_select(select_params(config, schedule, rows, chunk.rows, scores, chunk.columns, row_max,
+                                selected, cache_work, status),
                   stream);
 
     AttentionTarget target;

@@ -175,11 +175,26 @@ constexpr int select_short_columns() {
 constexpr int select_short_threads() {
   return 128;
 }
+// Launches of many selections (at least select_many_ctas_per_sm() per SM:
+// prefill chunks) take the 128-thread instance up to 4,096 columns too
+// (32K contexts): there the CTAs' count, not one row's latency, sets the
+// time. H100, 32K context (ncu, session 25): 2,048-row prefill chunk
+// 440 -> 343 us (layer -1.3 % indep, -2.5 % corr); the 128-row verify
+// step 39.4 -> 38.2 us; the 32-row decode step 17.0 -> 22.3 us, so few
+// selections keep 512 threads.
+constexpr int select_many_short_columns() {
+  return 4096;
+}
+constexpr int select_many_ctas_per_sm() {
+  return 8;
+}
 // The list capacity for rows of at most `columns` scores: every score may
-// be kept (columns, in whole 256-entry steps), up to select_capacity().
-constexpr int select_list_capacity(int columns, bool long_rows = false) {
+// be kept (columns, in whole 256-entry steps) in the 128-thread instance
+// (up to `short_columns`), else select_capacity() (select_long_capacity()
+// in the long-row instance).
+constexpr int select_list_capacity(int columns, int short_columns, bool long_rows) {
   if (long_rows) return select_long_capacity();
-  if (columns > select_short_columns()) return select_capacity();
+  if (columns > short_columns) return select_capacity();
   return columns <= 256 ? 256 : (columns + 255) / 256 * 256;
 }
 

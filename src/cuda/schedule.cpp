@@ -135,6 +135,10 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
     // indexer's and selection's CTAs leave, instead of waiting for the whole
     // grid to end and the next launch to start.
     s.programmatic_launch = device.major >= 9;
+    // A chunk's selections, one CTA each (heuristics.h).
+    const bool many =
+        plan.chunk_rows * c.num_kv_heads >= int64_t{select_many_ctas_per_sm()} * device.sm_count;
+    s.select_short_columns = many ? select_many_short_columns() : select_short_columns();
   }
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

@@ -267,10 +267,10 @@ TileAttentionParams tile_attention_params(const LayerConfig& config, const Layer
   return p;
 }
 
-SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, int32_t columns, uint32_t* row_max,
-                           TensorView selected, const SelectCacheWork& cache,
-                           bool programmatic_launch, uint32_t* status) {
+SelectParams select_params(const LayerConfig& config, const LayerSchedule& schedule,
+                           const RowMeta& rows, RowRange range, TensorView scores, int32_t columns,
+                           uint32_t* row_max, TensorView selected, const SelectCacheWork& cache,
+                           uint32_t* status) {
   SelectParams p;
   p.rows = rows;
   p.row_begin = range.begin;
@@ -287,7 +287,8 @@ SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRa
   p.write_kv = cache.kv != nullptr;
   if (cache.kv != nullptr) p.kv = *cache.kv;
   p.kv_fp8 = config.kv_dtype == DType::fp8_e4m3;
-  p.programmatic_launch = programmatic_launch;
+  p.programmatic_launch = schedule.programmatic_launch;
+  if (schedule.select_short_columns > 0) p.short_columns = schedule.select_short_columns;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

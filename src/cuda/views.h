@@ -57,12 +57,12 @@ struct SelectCacheWork {
 };
 
 // `scores` may be absent when no row of `range` has C > K; `columns` of
-// them were written. `row_max` (optional) is read and cleared.
-// `programmatic_launch`: LayerSchedule::programmatic_launch.
-SelectParams select_params(const LayerConfig& config, const RowMeta& rows, RowRange range,
-                           TensorView scores, int32_t columns, uint32_t* row_max,
-                           TensorView selected, const SelectCacheWork& cache,
-                           bool programmatic_launch, uint32_t* status);
+// them were written. `row_max` (optional) is read and cleared. From
+// `schedule`: programmatic_launch and select_short_columns.
+SelectParams select_params(const LayerConfig& config, const LayerSchedule& schedule,
+                           const RowMeta& rows, RowRange range, TensorView scores, int32_t columns,
+                           uint32_t* row_max, TensorView selected, const SelectCacheWork& cache,
+                           uint32_t* status);
 
 // Attention of rows `range`: CSA when `selected` ([range rows, G, K]) is
 // present, SWA otherwise. Output rows [pad_begin, pad_end) are zeroed by the

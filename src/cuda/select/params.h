@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/common/rows.h"
+#include "cuda/heuristics.h"
 #include "cuda/kv_write/params.h"
 #include "cuda/summaries/params.h"
 
@@ -19,9 +20,11 @@ struct SelectParams {
                                   // no row has C > K (never read then)
   int64_t scores_stride_t = 0;    // elements
   int64_t scores_stride_g = 0;
-  int32_t columns = 0;                // score columns written (0 when scores is null); a row
-                                      // with more closed regions is a fault (beyond the plan);
-                                      // sizes the kernel's list (select_list_capacity)
+  int32_t columns = 0;  // score columns written (0 when scores is null); a row
+                        // with more closed regions is a fault (beyond the plan);
+                        // sizes the kernel's list (select_list_capacity)
+  int32_t short_columns = select_short_columns();  // the 128-thread instance's columns limit
+                                                   // (LayerSchedule::select_short_columns)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null

@@ -20,7 +20,9 @@ void launch_with(const SelectParams& params, cudaStream_t stream) {
       static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
       static_cast<unsigned>(params.num_groups));
   auto* kernel = select_kernel<kThreads, kLongRows>;
-  const size_t smem = static_cast<size_t>(select_list_capacity(params.columns, kLongRows)) * 8u;
+  const size_t smem =
+      static_cast<size_t>(select_list_capacity(params.columns, params.short_columns, kLongRows)) *
+      8u;
   allow_max_smem(kernel);
   STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
                                  params.programmatic_launch, params));
@@ -34,7 +36,12 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
                   "cuda backend select: num_kv_heads expected <= ", kMaxGridY, ", got ",
                   params.num_groups);
   // The one switch from the plan's score columns to an instance.
-  if (params.columns <= select_short_columns()) {
+  detail::require(params.short_columns >= select_short_columns() &&
+                      params.short_columns <= select_many_short_columns(),
+                  ErrorCode::invalid_argument, "cuda backend select: short_columns expected ",
+                  select_short_columns(), "..", select_many_short_columns(), ", got ",
+                  params.short_columns);
+  if (params.columns <= params.short_columns) {
     launch_with<select_short_threads(), false>(params, stream);
   } else if (params.columns <= select_long_columns()) {
     launch_with<select_threads(), false>(params, stream);

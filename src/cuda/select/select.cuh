@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   using Scan = typename Shared::Scan;
   __shared__ Shared sh;
   // Dynamic shared memory: the kept list, select_list_capacity(p.columns,
-  // kLongRows) keys, then as many indices.
+  // p.short_columns, kLongRows) keys, then as many indices.
   extern __shared__ __align__(16) unsigned char list_raw[];
   uint32_t* const list_key = reinterpret_cast<uint32_t*>(list_raw);
-  const int32_t capacity = select_list_capacity(p.columns, kLongRows);
+  const int32_t capacity = select_list_capacity(p.columns, p.short_columns, kLongRows);
   int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
   // Launched programmatically, the CTA may run next to the indexer's last
