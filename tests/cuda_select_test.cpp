@@ -8,7 +8,9 @@
 // kernel samples a long row (its guessed floor then lies above the K-th
 // score, and a second pass decides); rows of at most K regions take every
 // region. Every kernel instance runs: score columns up to 2,048, up to
-// 32,768 and above. Without a usable GPU the tests are skipped visibly.
+// 32,768 and above, and up to 4,096 in the 128-thread instance that the
+// plan picks for steps of many selections. Without a usable GPU the tests
+// are skipped visibly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +152,16 @@ TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
 TEST(CudaSelect, ExactOnCraftedScoresMediumRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
+}
+
+// Many selections (512 rows x 5 groups, at least 8 per SM on a GPU of up
+// to 320 SMs): the plan takes the 128-thread instance up to 4,096 columns;
+// rows of 300 (<= K), 2,500 and 4,000 regions.
+TEST(CudaSelect, ExactOnCraftedScoresManyRows) {
+  STEP5_REQUIRE_GPU();
+  std::vector<int32_t> lens;
+  for (int i = 0; i < 512; ++i) lens.push_back(i % 3 == 0 ? 2401 : i % 3 == 1 ? 20001 : 32001);
+  check_crafted_selection(512, lens, 4000);
 }
 
 // Score columns up to 2,048: the 128-thread instance; rows of 40 (<= K),
