@@ -1,12 +1,13 @@
 // Rows longer than the select kernel's list in its long-row instance
 // (launches past select_long_columns(): 1M-token contexts have 131,072
-// scores a row, read from HBM): one pass over the scores instead of two. A sample of the row gives
-// a floor that about 2 K of its keys reach; the histogram pass then also lists every key at or
-// above that floor, each warp for its own contiguous chunk of the row into
-// its own share of the list (warp ballots and shuffles, no block barrier),
-// so the shares in warp order are the row in index order. The list serves
-// when the floor is at or below the threshold bin's and no share
-// overflowed; otherwise the kernel takes its ordered pass as for any row.
+// scores a row, read from HBM): one pass over the scores instead of two.
+// A sample of the row gives a floor that about 2 K of its keys reach; the
+// histogram pass then also lists every key at or above that floor, each
+// warp for its own contiguous chunk of the row into its own share of the
+// list (warp ballots and shuffles, no block barrier), so the shares in
+// warp order are the row in index order. The list serves when the floor is
+// at or below the threshold bin's and no share overflowed; otherwise the
+// kernel takes its ordered pass as for any row.
 #pragma once
 
 #include <cstdint>
