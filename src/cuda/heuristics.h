@@ -147,7 +147,7 @@ constexpr int select_capacity() {
 // whose score matrix comes from HBM) take the long-row instance: its rows
 // longer than its list take one pass over their scores instead of two
 // (long_rows.cuh). H100, session 25, against the two-pass kernel: 1M x 32
-// decode 1.4 % faster, verify k=3 2.4-2.8 %; with the instance from 6,144
+// decode 1.7 % faster, verify k=3 2.9-3.1 %; with the instance from 6,144
 // columns on, the 128K x 32 rows (16,384 scores, in L2) were 1.3-2 %
 // slower: there the sample costs more than the pass it saves. Its list
 // holds twice the entries (96 KB: two CTAs still share an SM), so that
