@@ -65,15 +65,24 @@ std::string bench_report(const std::string& name, const std::string& gpu,
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
+// A decode row of the independent regime with 1 GB of traffic.
+tool::bench::Result decode_row(const std::string& op, const std::string& layer,
+                               const std::string& kv, double ms) {
   tool::bench::Result r;
-  r.op = "attention \"quoted\"";
-  r.layer = "csa\nswa";
-  r.kv = "bf16\\";
+  r.op = op;
+  r.layer = layer;
+  r.kv = kv;
   r.phase = "decode";
   r.regime = "independent";
-  r.ms = std::nan("");  // a shape that could not be timed
+  r.ms = ms;
   r.bytes = 1e9;
+  return r;
+}
+
+TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
+  // NaN ms: a shape that could not be timed.
+  const tool::bench::Result r =
+      decode_row("attention \"quoted\"", "csa\nswa", "bf16\\", std::nan(""));
   const std::string text = bench_report("step5_bench.json", "NVIDIA \"H200\"\t", r,
                                         tool::bench::MeasuredCopy{std::nan(""), 0});
   EXPECT_EQ(json_error(text), "") << text;
@@ -82,14 +91,7 @@ TEST(Json, BenchReportIsValidJsonWhateverItsStrings) {
 }
 
 TEST(Json, BenchReportRowsAgainstTheMeasuredCopy) {
-  tool::bench::Result r;
-  r.op = "layer";
-  r.layer = "csa";
-  r.kv = "bf16";
-  r.phase = "decode";
-  r.regime = "independent";
-  r.ms = 2.0;
-  r.bytes = 1e9;
+  tool::bench::Result r = decode_row("layer", "csa", "bf16", 2.0);
   r.floor_bytes = 5e8;
   const std::string text = bench_report("step5_bench_copy.json", "GPU", r,
                                         tool::bench::MeasuredCopy{2e12, size_t{256} << 20});

@@ -12,7 +12,6 @@
 
 #include <cstdint>
 
-#include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/bins.h"
 #include "cuda/select/threshold.cuh"
@@ -22,26 +21,6 @@ namespace step5::cuda {
 // SelectShared::warp_end of a warp whose share of the list overflowed.
 constexpr uint32_t select_share_overflow() {
   return 0xffffffffu;
-}
-
-// Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
-// key 0 with valid = false).
-template <int kItems>
-__device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_t i0, bool vector,
-                                          uint32_t (&key)[kItems]) {
-  if (vector && i0 + kItems <= C) {
-#pragma unroll
-    for (int v = 0; v < kItems / 4; ++v) {
-      const float4 x = *reinterpret_cast<const float4*>(scores + i0 + 4 * v);
-      key[4 * v] = score_key(x.x);
-      key[4 * v + 1] = score_key(x.y);
-      key[4 * v + 2] = score_key(x.z);
-      key[4 * v + 3] = score_key(x.w);
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
-  }
 }
 
 // The floor: from a sample of blocks of 8 consecutive scores, one per
@@ -110,12 +89,7 @@ __device__ void bin_and_list(SelectShared<kThreads>& sh, const float* scores, in
     }
     // The lanes' kept keys in index order: an exclusive scan of the counts.
     const uint32_t n = static_cast<uint32_t>(__popc(flags));
-    uint32_t inclusive = n;
-#pragma unroll
-    for (int offset = 1; offset < 32; offset *= 2) {
-      const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-      if (lane >= offset) inclusive += up;
-    }
+    const uint32_t inclusive = warp_inclusive_sum(n, lane);
     const uint32_t total = __shfl_sync(0xffffffffu, inclusive, 31);
     if (count + total > static_cast<uint32_t>(share)) full = true;
     if (!full) {

@@ -1,7 +1,7 @@
-// How the select kernel (select.cuh) finds a row's K-th key: the threshold
-// bin (bins.h) where the count from the top reaches K, and the exact K-th
-// key among a set of candidates (counting when they are few, radix passes
-// otherwise).
+// How the select kernel (select.cuh) reads a row's order keys and finds its
+// K-th key: the threshold bin (bins.h) where the count from the top reaches
+// K, and the exact K-th key among a set of candidates (counting when they
+// are few, radix passes otherwise).
 #pragma once
 
 #include <cub/block/block_reduce.cuh>
@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/score_key.cuh"
 #include "cuda/heuristics.h"
 #include "cuda/select/bins.h"
 
@@ -26,6 +27,36 @@ struct SelectShared {
   uint32_t value[4];                 // broadcast slots
   uint32_t warp_end[kThreads / 32];  // long rows: each warp's share of the list (long_rows.cuh)
 };
+
+// Loads the keys of scores [i0, i0 + kItems) of a row of length C (beyond C:
+// key 0 with valid = false).
+template <int kItems>
+__device__ __forceinline__ void load_keys(const float* scores, int32_t C, int32_t i0, bool vector,
+                                          uint32_t (&key)[kItems]) {
+  if (vector && i0 + kItems <= C) {
+#pragma unroll
+    for (int v = 0; v < kItems / 4; ++v) {
+      const float4 x = *reinterpret_cast<const float4*>(scores + i0 + 4 * v);
+      key[4 * v] = score_key(x.x);
+      key[4 * v + 1] = score_key(x.y);
+      key[4 * v + 2] = score_key(x.z);
+      key[4 * v + 3] = score_key(x.w);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) key[k] = i0 + k < C ? score_key(scores[i0 + k]) : 0u;
+  }
+}
+
+// The sum of `x` over lanes 0..lane of the (full) warp.
+__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t x, int lane) {
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const uint32_t up = __shfl_up_sync(0xffffffffu, x, offset);
+    if (lane >= offset) x += up;
+  }
+  return x;
+}
 
 // The bin among `count` consecutive bins from `top` downwards where the
 // running count, `above` before `top`, reaches `need`; written with the count
@@ -57,12 +88,7 @@ __device__ __forceinline__ void find_threshold(const uint32_t* hist, uint32_t ne
     const int bin = kBins - 1 - lane * kPerLane - k;
     if (bin >= 0) local += hist[bin];
   }
-  uint32_t inclusive = local;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    const uint32_t up = __shfl_up_sync(0xffffffffu, inclusive, offset);
-    if (lane >= offset) inclusive += up;
-  }
+  const uint32_t inclusive = warp_inclusive_sum(local, lane);
   const uint32_t before = inclusive - local;
   if (before < need && inclusive >= need) {
     write_crossing(hist, kBins - 1 - lane * kPerLane, kPerLane, before, need, out_bin, out_above);
