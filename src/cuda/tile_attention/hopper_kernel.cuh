@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     int32_t first_length = 0;
     if (keys.region_lo <= keys.region_hi) {
       first_length =
-          hopper_window_list<kCsa, false>(p, first, t.live, t.request, keys, keys.region_lo, sm);
+          hopper_window_list<kCsa>(p, first, t.live, t.request, keys, keys.region_lo, sm);
     }
     auto run = [&](auto f16) {
 #pragma unroll 1
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
         const int32_t length =
             base == keys.region_lo
                 ? first_length
-                : hopper_window_list<kCsa, false>(p, first, t.live, t.request, keys, base, sm);
+                : hopper_window_list<kCsa>(p, first, t.live, t.request, keys, base, sm);
         hopper_run_window<D, kFp8, decltype(f16)::value, kCsa>(p, kv_head, length, keys.key_lo,
                                                                keys.key_hi, w, sm);
       }
@@ -249,8 +249,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
     // bf16 stages: the mainloop's first barrier waits for Q.
 #pragma unroll 1
     for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
-      const int32_t length =
-          hopper_window_list<kCsa, true>(p, first, t.live, t.request, keys, base, sm);
+      const int32_t length = hopper_window_list<kCsa>(p, first, t.live, t.request, keys, base, sm);
       hopper_run_window<D, kFp8, false, kCsa>(p, kv_head, length, keys.key_lo, keys.key_hi, w, sm);
     }
   }

@@ -109,16 +109,27 @@ __device__ __forceinline__ void hopper_softmax(const Smem& sm, int32_t i,
   if (whole) {
 #pragma unroll
     for (int v = 0; v < R * 4; ++v) tmax[(v >> 1) & 1] = fmaxf(tmax[(v >> 1) & 1], s[v]);
+  } else if (!cut) {
+    // Row masks only (most stages: testing key ranges in every stage took
+    // a build's 8K CSA layer from 2.10 to 2.61 ms on an H100).
+#pragma unroll
+    for (int v = 0; v < R * 4; ++v) {
+      const int h = (v >> 1) & 1;
+      const float x = (mask[v / 4] & row_bit[h]) != 0 ? s[v] : -INFINITY;
+      s[v] = x;
+      tmax[h] = fmaxf(tmax[h], x);
+    }
   } else {
+    // Row masks and the rows' key ranges; bitwise, not short-circuit, so
+    // that ptxas selects instead of branching per key.
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      int32_t k0 = 0;
-      if (cut) k0 = sm.list_region[i * R + r] * attn::page_tokens() + c0;
+      const int32_t k0 = sm.list_region[i * R + r] * attn::page_tokens() + c0;
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int h = v >> 1;
-        bool in = (mask[r] & row_bit[h]) != 0;
-        if (cut) in = in && k0 + (v & 1) >= w.lo[h] && k0 + (v & 1) <= w.hi[h];
+        const bool inside = (k0 + (v & 1) >= w.lo[h]) & (k0 + (v & 1) <= w.hi[h]);
+        const bool in = ((mask[r] & row_bit[h]) != 0) & inside;
         const float x = in ? s[4 * r + v] : -INFINITY;
         s[4 * r + v] = x;
         tmax[h] = fmaxf(tmax[h], x);

@@ -2,8 +2,8 @@
 // as its mainloop reads it (hopper_page_copy.cuh, hopper_mainloop.cuh):
 // each entry's region, row mask, cache block, token offset in the block
 // (region_slots) and the kCutRegion bit. CSA lists come from the shared
-// page source (build_window_list) and are prepared here; SWA lists are
-// built here in one pass. sm_90a only.
+// page source (hopper_csa_list.cuh); SWA lists are built here in one pass.
+// sm_90a only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/common/guard.h"
+#include "cuda/tile_attention/hopper_csa_list.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/hopper_page_copy.cuh"
 #include "cuda/tile_attention/page_source.cuh"
@@ -18,57 +19,11 @@
 
 namespace step5::cuda::tiled {
 
-// After compact_window: each list entry's token offset in its block
-// (region_slots) and the kCutRegion bit, so the stage loop neither divides
-// nor tests key ranges where no row's range ends. A region is cut where a
-// live row's last key lies, or its first key unless that is the region's
-// first: every other region a row attends lies wholly inside its range.
-// kSearch: one thread per (row, end) finds that region in the ascending
-// list by binary search. Else every entry tests every row's ends (~45
-// cycles per row and entry, measured on an H100); the fp8 kernel keeps
-// that: it runs at the 255-register limit, and with the search in its
-// place ptxas spilled inside its mainloop. Ends with a barrier.
-template <bool kSearch, class Smem>
-__device__ void hopper_prepare_list(const PagedAttentionParams& p, uint32_t live, int32_t length,
-                                    Smem& sm) {
-  const int32_t pages_per_block = p.block_size / attn::page_tokens();
-  int32_t* slots = region_slots(sm);
-  const int tid = static_cast<int>(threadIdx.x);
-  for (int32_t e = tid; e < length; e += hopper_threads()) {
-    const int32_t region = sm.list_region[e];
-    slots[e] = (region % pages_per_block) * attn::page_tokens();
-    if constexpr (!kSearch) {
-      bool cut = false;
-      for (int j = 0; j < tile_rows(); ++j) {
-        if (((live >> j) & 1u) == 0) continue;
-        cut = cut || region == sm.row_low[j] / attn::page_tokens() ||
-              region == sm.row_position[j] / attn::page_tokens();
-      }
-      if (cut) sm.list_mask[e] |= kCutRegion;
-    }
-  }
-  static_assert(hopper_threads() >= 2 * tile_rows(), "a thread per row end");
-  if (kSearch && tid < 2 * tile_rows()) {
-    const int j = tid / 2;
-    const bool last = tid % 2 != 0;
-    const int32_t key = last ? sm.row_position[j] : sm.row_low[j];
-    if (((live >> j) & 1u) != 0 && (last || key % attn::page_tokens() != 0)) {
-      const int32_t region = key / attn::page_tokens();
-      int32_t lo = 0;  // entries before the first one >= region
-#pragma unroll
-      for (int32_t step = window_regions() / 2; step > 0; step /= 2) {
-        if (lo + step <= length && sm.list_region[lo + step - 1] < region) lo += step;
-      }
-      if (lo < length && sm.list_region[lo] == region) atomicOr(&sm.list_mask[lo], kCutRegion);
-    }
-  }
-  __syncthreads();
-}
-
 // SWA: the list of the window at `base` is every region from there to the
 // tile's last one, each entry complete (row mask, cut bit, block, slot) in
-// one pass and one barrier, where CSA needs masks, a compaction and
-// hopper_prepare_list (~6.7K cycles of an SWA tile's 48.8K on an H100).
+// one pass and one barrier, where CSA needs masks, a compaction and a pass
+// for the slots (~6.7K cycles of an SWA tile's 48.8K on an H100, measured
+// with the CSA list of the twentieth session).
 // The rows of a tile are consecutive positions of one request, so their
 // windows' union has no gap; a region that no live row attends (a row that
 // is not live can leave one) stays in the list with an empty mask and no
@@ -118,15 +73,13 @@ __device__ int32_t hopper_swa_list(const PagedAttentionParams& p, int64_t first,
 // the kernel (one kernel per page source: with both lists in one kernel,
 // ptxas turned the mainloop's masking into branches, ~110 more
 // instructions per stage). Ends with a barrier.
-template <bool kCsa, bool kSearch, class Smem>
+template <bool kCsa, class Smem>
 __device__ __forceinline__ int32_t hopper_window_list(const PagedAttentionParams& p, int64_t first,
                                                       uint32_t live, int32_t request,
                                                       const TileKeys& keys, int32_t base,
                                                       Smem& sm) {
   if constexpr (kCsa) {
-    const int32_t length = build_window_list(p, first, live, request, keys, base, sm);
-    hopper_prepare_list<kSearch>(p, live, length, sm);
-    return length;
+    return hopper_csa_list(p, first, live, request, keys, base, sm);
   } else {
     return hopper_swa_list(p, first, live, request, keys, base, sm);
   }
