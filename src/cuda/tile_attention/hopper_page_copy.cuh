@@ -18,7 +18,8 @@ namespace step5::cuda::tiled {
 
 // Bit of a list entry's row mask (rows use bits 0..15) set when some row's
 // key range starts or ends inside the region, so only stages holding such
-// regions compare key positions (hopper_prepare_list).
+// regions compare key positions (set by hopper_swa_list and
+// mark_cut_regions).
 constexpr uint32_t kCutRegion = 1u << 31;
 
 // Token offsets of the list's regions inside their blocks, kept in the
