@@ -71,9 +71,11 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
   require(a.query != nullptr && a.output != nullptr && a.kv != nullptr &&
               a.block_table != nullptr && a.rows.seq_lens != nullptr,
           bad, "tile attention: query, output, kv, block_table and seq_lens expected non-null");
-  require(a.selected != nullptr ? a.topk > 0 : a.window > 0, bad,
-          "tile attention: expected topk > 0 (CSA) or window > 0 (SWA), got topk = ", a.topk,
-          ", window = ", a.window);
+  // CSA rows attend from key 0: the Hopper page source marks only their own
+  // regions as cut (hopper_csa_list.cuh).
+  require(a.selected != nullptr ? a.topk > 0 && a.window == 0 : a.window > 0, bad,
+          "tile attention: expected topk > 0 and window 0 (CSA) or window > 0 (SWA), got topk = ",
+          a.topk, ", window = ", a.window, a.selected != nullptr ? " (CSA)" : " (SWA)");
   require(!a.write_kv, bad,
           "tile attention: the K/V write rides only on the row kernel's launch "
           "(PagedAttentionParams::write_kv expected false)");
