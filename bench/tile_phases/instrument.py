@@ -63,7 +63,7 @@ __device__ __forceinline__ long long ph_globaltimer() {
 }  // namespace step5::cuda::tiled
 ''')
 include = '#include "cuda/tile_attention/params.h"'
-sub('page_source.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
+sub('hopper_csa_list.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
 sub('hopper_mainloop.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
 
 sub('hopper_kernel.cuh', '''  TileStart t = tile_of(tp);''', '''  const long long ph_start = ph_globaltimer();
@@ -130,15 +130,10 @@ sub('hopper_mainloop.cuh', '''    wgmma::fence_proxy_async_smem();
     __syncthreads();
     if (i == 0 && threadIdx.x == 0 && g_ph[3][blockIdx.x] == 0) g_ph[3][blockIdx.x] = clock64();
     const int32_t ahead = i + S - 2;''')
-sub('page_source.cuh', '''  const int span = window_span(base, keys.region_hi);
-  build_window(p, first, live, base, span, sm);
-  return compact_window(p, first, request, base, keys.region_hi, span, sm);''',
-    '''  const int span = window_span(base, keys.region_hi);
-  build_window(p, first, live, base, span, sm);
-  ph_mark(11);
+sub('hopper_csa_list.cuh', '''  const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);''',
+    '''  ph_mark(11);
   const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);
-  ph_mark(12);
-  return length;''')
+  ph_mark(12);''')
 # SWA builds its list in one pass: marks 11 and 12 both at its end.
 sub('hopper_window_list.cuh', '''    slots[e] = (region % pages_per_block) * kPage;
   }
