@@ -22,8 +22,8 @@ namespace step5::cuda::tiled {
 // SWA: the list of the window at `base` is every region from there to the
 // tile's last one, each entry complete (row mask, cut bit, block, slot) in
 // one pass and one barrier, where CSA needs masks, a compaction and a pass
-// for the slots (~6.7K cycles of an SWA tile's 48.8K on an H100, measured
-// with the CSA list of the twentieth session).
+// for the slots (built that way, an SWA tile's list took ~6.7K of its
+// 48.8K cycles on an H100, nineteenth session).
 // The rows of a tile are consecutive positions of one request, so their
 // windows' union has no gap; a region that no live row attends (a row that
 // is not live can leave one) stays in the list with an empty mask and no
