@@ -288,7 +288,7 @@ SelectParams select_params(const LayerConfig& config, const LayerSchedule& sched
   if (cache.kv != nullptr) p.kv = *cache.kv;
   p.kv_fp8 = config.kv_dtype == DType::fp8_e4m3;
   p.programmatic_launch = schedule.programmatic_launch;
-  if (schedule.select_short_columns > 0) p.short_columns = schedule.select_short_columns;
+  p.short_columns = schedule.select_short_columns;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];
