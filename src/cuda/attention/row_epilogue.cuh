@@ -105,8 +105,11 @@ __device__ __forceinline__ void finish_row(const PagedAttentionParams& p, const 
     }
   }
   if (num_splits > 1 && last_split(p, num_splits, D, w.local, w.g)) {
+    // The merge's arrays are read (last_split's barrier): smem is free.
+    static_assert(combine_work_floats(16, max_splits()) * 4 <= T::kBufferBytes,
+                  "the combine's weights fit the stage buffers");
     combine_splits<D, attention_threads()>(p, num_splits, v_scale, w.local, w.t, w.g * hpg,
-                                           (w.g + 1) * hpg);
+                                           (w.g + 1) * hpg, reinterpret_cast<float*>(smem));
   }
 }
 
