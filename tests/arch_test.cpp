@@ -222,6 +222,19 @@ TEST(Schedule, CacheUpdateFoldsIntoSelectOnDecodeSteps) {
   EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, swa).cache_update_in_select);
 }
 
+// The selection runs 1,024-thread CTAs for rows past its short columns
+// only while the chunk's selections (rows x G) fit one CTA per SM: a
+// step of few rows streams each row's scores through more warps; a step
+// of more selections keeps two 512-thread CTAs to an SM.
+TEST(Schedule, WideSelectionForFewSelections) {
+  const LayerConfig c = g2_h16();
+  const cuda_testing::DeviceInfo device = sm89_device();
+  const int32_t fit = device.sm_count / c.num_kv_heads;
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_wide);
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, decode_plan(fit, 599), c).select_wide);
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, decode_plan(fit + 1, 599), c).select_wide);
+}
+
 // An SWA layer's K/V write rides on its attention launch only where no row
 // reads a slot another row of the step writes (one query row per request)
 // and every row goes to the row kernel, which does the write; verify steps,

@@ -8,7 +8,9 @@
 // kernel samples a long row (its guessed floor then lies above the K-th
 // score, and a second pass decides); rows of at most K regions take every
 // region. Every kernel instance runs: score columns up to 2,048, up to
-// 32,768 and above, and up to 4,096 in the 128-thread instance that the
+// 32,768 and above, each of the last two in the 1,024-thread instances the
+// plan picks for steps of at most one selection per SM and in the
+// 512-thread ones, and up to 4,096 in the 128-thread instance that the
 // plan picks for steps of many selections. Without a usable GPU the tests
 // are skipped visibly.
 #include <gtest/gtest.h>
@@ -138,20 +140,40 @@ void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_
   }
 }
 
-// Score columns above 32,768: the long-row instance; rows of 300 (<= K),
+// `lens` repeated to `rows` rows: 70 rows x 5 groups are more selections
+// than any GPU has SMs, so the plan keeps 512-thread CTAs for them.
+std::vector<int32_t> cycled(const std::vector<int32_t>& lens, size_t rows) {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < rows; ++i) out.push_back(lens[i % lens.size()]);
+  return out;
+}
+
+// Score columns above 32,768: the long-row instances; rows of 300 (<= K),
 // 9,001 (under its list: two passes), 16,385 and 40,000 regions (one pass
 // from a sampled floor; the in-sample pattern misleads the sample, the
-// massive ties overflow the list).
+// massive ties overflow the list). 4 rows x 5 groups: 1,024 threads.
 TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 72009, 131081, 320001}, 40000);
 }
 
-// Score columns above 2,048 up to 32,768: the 512-thread instance; rows of
-// 300 (<= K), 2,500, 9,001 and 16,385 regions.
+// The same rows, 70 of them: the 512-thread long-row instance.
+TEST(CudaSelect, ExactOnCraftedScoresLongRowsManySelections) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(512, cycled({2401, 72009, 131081, 320001}, 70), 40000);
+}
+
+// Score columns above 2,048 up to 32,768: rows of 300 (<= K), 2,500, 9,001
+// and 16,385 regions; 4 rows x 5 groups: 1,024 threads.
 TEST(CudaSelect, ExactOnCraftedScoresMediumRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
+}
+
+// The same rows, 70 of them: the 512-thread instance.
+TEST(CudaSelect, ExactOnCraftedScoresMediumRowsManySelections) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(512, cycled({2401, 20001, 72009, 131081}, 70), 16388);
 }
 
 // Many selections (512 rows x 5 groups, at least 8 per SM on a GPU of up

@@ -133,6 +133,10 @@ struct LayerSchedule {
   // (more of them to an SM) instead of 512; higher for steps of many
   // selections per SM (prefill chunks), where throughput sets the time.
   int32_t select_short_columns = 0;
+  // CSA: rows past select_short_columns run CTAs of 1,024 threads instead
+  // of 512, for steps of at most one selection per SM (few decode or
+  // verify rows), where one row's latency sets the time.
+  bool select_wide = false;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero
 };

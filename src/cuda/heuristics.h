@@ -123,6 +123,14 @@ constexpr int select_items() {
 constexpr int select_min_ctas(int threads) {
   return 1024 / threads;
 }
+// Launches of few selections (at most one per SM: decode and verify steps
+// of up to 16 requests at G = 8) take CTAs of 1,024 threads for rows past
+// select_short_columns(): a row's scores are read by one CTA, whose loads
+// in flight (8 scores a thread, one step ahead) bound the pass, so twice
+// the threads stream a row about twice as fast while the other SMs idle.
+constexpr int select_wide_threads() {
+  return 1024;
+}
 constexpr int select_radix_bits() {
   return 8;
 }
@@ -151,7 +159,8 @@ constexpr int select_capacity() {
 // columns on, the 128K x 32 rows (16,384 scores, in L2) were 1.3-2 %
 // slower: there the sample costs more than the pass it saves. Its list
 // holds twice the entries (96 KB: two CTAs still share an SM), so that
-// each warp's share (768) holds the keys of its chunk of the row at or
+// each warp's share (768; 384 in the 1,024-thread instance, whose warps'
+// chunks are half as long) holds the keys of its chunk of the row at or
 // above the sampled floor even when the best scores gather in a few
 // chunks. The sample is one block of 8 scores per select_sample_stride()
 // (1/16 of the row).

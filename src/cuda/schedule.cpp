@@ -139,6 +139,7 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
     const bool many =
         plan.chunk_rows * c.num_kv_heads >= int64_t{select_many_ctas_per_sm()} * device.sm_count;
     s.select_short_columns = many ? select_many_short_columns() : select_short_columns();
+    s.select_wide = plan.chunk_rows * c.num_kv_heads <= int64_t{device.sm_count};
   }
   if (s.indexer == IndexerPath::generic) {
     // The generic kernel stages every index query of a row in shared

@@ -25,6 +25,7 @@ struct SelectParams {
                         // sizes the kernel's list (select_list_capacity)
   int32_t short_columns = select_short_columns();  // the 128-thread instance's columns limit
                                                    // (LayerSchedule::select_short_columns)
+  bool wide = false;  // longer rows take select_wide_threads() CTAs (LayerSchedule::select_wide)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null

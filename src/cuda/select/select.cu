@@ -44,7 +44,13 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   if (params.columns <= params.short_columns) {
     launch_with<select_short_threads(), false>(params, stream);
   } else if (params.columns <= select_long_columns()) {
-    launch_with<select_threads(), false>(params, stream);
+    if (params.wide) {
+      launch_with<select_wide_threads(), false>(params, stream);
+    } else {
+      launch_with<select_threads(), false>(params, stream);
+    }
+  } else if (params.wide) {
+    launch_with<select_wide_threads(), true>(params, stream);
   } else {
     launch_with<select_threads(), true>(params, stream);
   }
