@@ -235,6 +235,17 @@ TEST(Schedule, WideSelectionForFewSelections) {
   EXPECT_FALSE(cuda_testing::schedule_layer(device, decode_plan(fit + 1, 599), c).select_wide);
 }
 
+// Launches past 32,768 score columns take the long-row selection only where
+// its 96 KB list and the kernel's static shared memory fit a block: not on
+// a 99 KB GPU (sm_86 / sm_89), which keeps the two-pass instances.
+TEST(Schedule, LongRowSelectionWhereItsListFits) {
+  const LayerConfig c = g2_h16();
+  cuda_testing::DeviceInfo device = sm89_device();
+  EXPECT_FALSE(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_long_rows);
+  device.max_smem_per_block = 227 * 1024;  // Hopper's opt-in limit
+  EXPECT_TRUE(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_long_rows);
+}
+
 // An SWA layer's K/V write rides on its attention launch only where no row
 // reads a slot another row of the step writes (one query row per request)
 // and every row goes to the row kernel, which does the write; verify steps,

@@ -137,6 +137,11 @@ struct LayerSchedule {
   // of 512, for steps of at most one selection per SM (few decode or
   // verify rows), where one row's latency sets the time.
   bool select_wide = false;
+  // CSA: launches past 32,768 score columns take the selection's long-row
+  // instances (one pass over rows longer than their list), whose 96 KB
+  // list fits the GPU's shared memory per block (not sm_86 / sm_89: there
+  // such rows take the two-pass instances).
+  bool select_long_rows = false;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero
 };

@@ -3,6 +3,8 @@
 // launchers agree at compile time; the comments say why each value.
 #pragma once
 
+#include <cstddef>
+
 namespace step5::cuda {
 
 // kv_write: one thread per 16-byte bf16 input vector (8 values). 256
@@ -167,9 +169,24 @@ constexpr int select_capacity() {
 constexpr int select_long_columns() {
   return 32768;
 }
+// Static shared memory of a select instance (the histogram, cub's storage,
+// the carried cache work's), at most (ptxas, sm_90a: 9,200 bytes at 512
+// threads, 11,312 at 1,024): the plan adds it to a list's bytes to tell
+// whether the list fits the GPU, and the launcher checks the real figure.
+constexpr size_t select_static_smem_bound() {
+  return 12 * 1024;
+}
 constexpr int select_long_capacity() {
   return 12288;
 }
+// Whether the long-row instances' list (8 bytes an entry) fits a GPU's
+// shared memory per block: not on GPUs of 99 KB (sm_86, sm_89), whose long
+// rows take the two-pass instances (LayerSchedule::select_long_rows).
+constexpr bool select_long_rows_fit(size_t max_smem_per_block) {
+  return size_t{select_long_capacity()} * 8u + select_static_smem_bound() <= max_smem_per_block;
+}
+static_assert(select_long_rows_fit(227u * 1024u) && !select_long_rows_fit(99u * 1024u),
+              "Hopper holds the long-row list, sm_86/89 do not");
 constexpr int select_sample_stride() {
   return 128;
 }

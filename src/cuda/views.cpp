@@ -290,6 +290,7 @@ SelectParams select_params(const LayerConfig& config, const LayerSchedule& sched
   p.programmatic_launch = schedule.programmatic_launch;
   p.short_columns = schedule.select_short_columns;
   p.wide = schedule.select_wide;
+  p.long_rows = schedule.select_long_rows;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

@@ -58,7 +58,8 @@ struct SelectCacheWork {
 
 // `scores` may be absent when no row of `range` has C > K; `columns` of
 // them were written. `row_max` (optional) is read and cleared. From
-// `schedule`: programmatic_launch, select_short_columns and select_wide.
+// `schedule`: programmatic_launch, select_short_columns, select_wide and
+// select_long_rows.
 SelectParams select_params(const LayerConfig& config, const LayerSchedule& schedule,
                            const RowMeta& rows, RowRange range, TensorView scores, int32_t columns,
                            uint32_t* row_max, TensorView selected, const SelectCacheWork& cache,

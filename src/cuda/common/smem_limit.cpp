@@ -2,27 +2,31 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
-#include <set>
 #include <utility>
 
 #include "cuda/common/check.h"
 
 namespace step5::cuda {
 
-void allow_max_smem_impl(const void* kernel) {
+size_t allow_max_smem_impl(const void* kernel) {
   static std::mutex mutex;
-  static std::set<std::pair<const void*, int>> raised;
+  static std::map<std::pair<const void*, int>, size_t> raised;  // dynamic bytes allowed
   int device = 0;
   STEP5_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
-  if (!raised.insert({kernel, device}).second) return;
+  const auto found = raised.find({kernel, device});
+  if (found != raised.end()) return found->second;
   int limit = 0;
   STEP5_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
   cudaFuncAttributes attributes{};
   STEP5_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-  STEP5_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        limit - static_cast<int>(attributes.sharedSizeBytes)));
+  const int dynamic = limit - static_cast<int>(attributes.sharedSizeBytes);
+  STEP5_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic));
+  raised[{kernel, device}] = static_cast<size_t>(dynamic);
+  return static_cast<size_t>(dynamic);
 }
 
 }  // namespace step5::cuda

@@ -4,14 +4,18 @@
 // limit is a cap, occupancy follows what a launch asks for.
 #pragma once
 
+#include <cstddef>
+
 namespace step5::cuda {
 
-// `kernel` is a __global__ function's address; thread-safe.
-void allow_max_smem_impl(const void* kernel);
+// `kernel` is a __global__ function's address; thread-safe. Returns the
+// dynamic shared memory a launch of it may ask for on the current device
+// (the device's opt-in limit less the kernel's static shared memory).
+size_t allow_max_smem_impl(const void* kernel);
 
 template <class Kernel>
-void allow_max_smem(Kernel* kernel) {
-  allow_max_smem_impl(reinterpret_cast<const void*>(kernel));
+size_t allow_max_smem(Kernel* kernel) {
+  return allow_max_smem_impl(reinterpret_cast<const void*>(kernel));
 }
 
 }  // namespace step5::cuda

@@ -26,6 +26,8 @@ struct SelectParams {
   int32_t short_columns = select_short_columns();  // the 128-thread instance's columns limit
                                                    // (LayerSchedule::select_short_columns)
   bool wide = false;  // longer rows take select_wide_threads() CTAs (LayerSchedule::select_wide)
+  bool long_rows = false;             // launches past select_long_columns() take the long-row
+                                      // instances (LayerSchedule::select_long_rows)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null

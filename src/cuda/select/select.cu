@@ -23,7 +23,10 @@ void launch_with(const SelectParams& params, cudaStream_t stream) {
   const size_t smem =
       static_cast<size_t>(select_list_capacity(params.columns, params.short_columns, kLongRows)) *
       8u;
-  allow_max_smem(kernel);
+  const size_t allowed = allow_max_smem(kernel);
+  detail::require(smem <= allowed, ErrorCode::unsupported,
+                  "cuda backend select: a list of <= ", allowed,
+                  " bytes of shared memory expected on this GPU, got ", smem);
   STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
                                  params.programmatic_launch, params));
   check_launch("select_kernel");
@@ -41,18 +44,19 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
                   ErrorCode::invalid_argument, "cuda backend select: short_columns expected ",
                   select_short_columns(), "..", select_many_short_columns(), ", got ",
                   params.short_columns);
+  const bool long_rows = params.long_rows && params.columns > select_long_columns();
   if (params.columns <= params.short_columns) {
     launch_with<select_short_threads(), false>(params, stream);
-  } else if (params.columns <= select_long_columns()) {
-    if (params.wide) {
-      launch_with<select_wide_threads(), false>(params, stream);
-    } else {
-      launch_with<select_threads(), false>(params, stream);
-    }
   } else if (params.wide) {
-    launch_with<select_wide_threads(), true>(params, stream);
-  } else {
+    if (long_rows) {
+      launch_with<select_wide_threads(), true>(params, stream);
+    } else {
+      launch_with<select_wide_threads(), false>(params, stream);
+    }
+  } else if (long_rows) {
     launch_with<select_threads(), true>(params, stream);
+  } else {
+    launch_with<select_threads(), false>(params, stream);
   }
 }
 
