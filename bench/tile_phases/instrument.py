@@ -130,9 +130,12 @@ sub('hopper_mainloop.cuh', '''    wgmma::fence_proxy_async_smem();
     __syncthreads();
     if (i == 0 && threadIdx.x == 0 && g_ph[3][blockIdx.x] == 0) g_ph[3][blockIdx.x] = clock64();
     const int32_t ahead = i + S - 2;''')
-sub('hopper_csa_list.cuh', '''  const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);''',
-    '''  ph_mark(11);
-  const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);
+# CSA: mark 11 after the masks and cut marks (before the compaction), 12
+# after the compaction.
+sub('hopper_csa_list.cuh', '''    mark_cut_regions(live, base, span, sm);
+  });''', '''    mark_cut_regions(live, base, span, sm);
+    ph_mark(11);
+  });
   ph_mark(12);''')
 # SWA builds its list in one pass: marks 11 and 12 both at its end.
 sub('hopper_window_list.cuh', '''    slots[e] = (region % pages_per_block) * kPage;

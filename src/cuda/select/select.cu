@@ -31,6 +31,16 @@ void launch_with(const SelectParams& params, cudaStream_t stream) {
                                  params.programmatic_launch, params));
   check_launch("select_kernel");
 }
+
+// Rows past the short columns: the long-row instance or the two-pass one.
+template <int kThreads>
+void launch_rows(const SelectParams& params, bool long_rows, cudaStream_t stream) {
+  if (long_rows) {
+    launch_with<kThreads, true>(params, stream);
+  } else {
+    launch_with<kThreads, false>(params, stream);
+  }
+}
 }  // namespace
 
 void launch_select(const SelectParams& params, cudaStream_t stream) {
@@ -48,15 +58,9 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   if (params.columns <= params.short_columns) {
     launch_with<select_short_threads(), false>(params, stream);
   } else if (params.wide) {
-    if (long_rows) {
-      launch_with<select_wide_threads(), true>(params, stream);
-    } else {
-      launch_with<select_wide_threads(), false>(params, stream);
-    }
-  } else if (long_rows) {
-    launch_with<select_threads(), true>(params, stream);
+    launch_rows<select_wide_threads()>(params, long_rows, stream);
   } else {
-    launch_with<select_threads(), false>(params, stream);
+    launch_rows<select_threads()>(params, long_rows, stream);
   }
 }
 

@@ -37,17 +37,17 @@ __device__ __forceinline__ void mark_cut_regions(uint32_t live, int32_t base, in
   __syncthreads();
 }
 
-// The CSA list of the window at `base`: row masks (build_window), cut
-// regions, the compaction (ascending regions), then each entry's token
-// offset in its block (region_slots, in the row masks' bytes, free by
-// then). Ends with a barrier; returns the list's length.
+// The CSA list of the window at `base`: the shared page source's list
+// (build_window_list) with the cut regions marked between its row masks and
+// its compaction, then each entry's token offset in its block
+// (region_slots, in the row masks' bytes, free by then). Ends with a
+// barrier; returns the list's length.
 template <class Smem>
 __device__ int32_t hopper_csa_list(const PagedAttentionParams& p, int64_t first, uint32_t live,
                                    int32_t request, const TileKeys& keys, int32_t base, Smem& sm) {
-  const int span = window_span(base, keys.region_hi);
-  build_window(p, first, live, base, span, sm);
-  mark_cut_regions(live, base, span, sm);
-  const int32_t length = compact_window(p, first, request, base, keys.region_hi, span, sm);
+  const int32_t length = build_window_list(p, first, live, request, keys, base, sm, [&](int span) {
+    mark_cut_regions(live, base, span, sm);
+  });
   const int32_t pages_per_block = p.block_size / attn::page_tokens();
   int32_t* slots = region_slots(sm);
   for (int32_t e = static_cast<int32_t>(threadIdx.x); e < length; e += hopper_threads()) {

@@ -239,14 +239,24 @@ __device__ __forceinline__ TileKeys tile_keys(uint32_t live, const Smem& sm) {
 }
 
 // Builds and compacts the list of the window that starts at region `base`;
-// returns its length.
+// returns its length. `between(span)` runs after the row masks' barrier and
+// before the compaction, so that flags it adds to the masks travel into the
+// list (the Hopper kernel's cut marks, hopper_csa_list.cuh).
+template <class Smem, class Between>
+__device__ __forceinline__ int32_t build_window_list(const PagedAttentionParams& p, int64_t first,
+                                                     uint32_t live, int32_t request,
+                                                     const TileKeys& keys, int32_t base, Smem& sm,
+                                                     Between&& between) {
+  const int span = window_span(base, keys.region_hi);
+  build_window(p, first, live, base, span, sm);
+  between(span);
+  return compact_window(p, first, request, base, keys.region_hi, span, sm);
+}
 template <class Smem>
 __device__ __forceinline__ int32_t build_window_list(const PagedAttentionParams& p, int64_t first,
                                                      uint32_t live, int32_t request,
                                                      const TileKeys& keys, int32_t base, Smem& sm) {
-  const int span = window_span(base, keys.region_hi);
-  build_window(p, first, live, base, span, sm);
-  return compact_window(p, first, request, base, keys.region_hi, span, sm);
+  return build_window_list(p, first, live, request, keys, base, sm, [](int) {});
 }
 
 // Runs the tile's key set window by window: for each window of
