@@ -246,6 +246,32 @@ TEST(Schedule, LongRowSelectionWhereItsListFits) {
   EXPECT_TRUE(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_long_rows);
 }
 
+// Where the device runs clusters of the cluster selection (sm_90+), a step
+// of few selections splits each row over one: the most parts whose CTAs
+// fit the SMs and whose clusters all run at once.
+TEST(Schedule, ClusterSelectionForFewSelections) {
+  const LayerConfig c = g2_h16();  // G = 2
+  cuda_testing::DeviceInfo device = sm89_device();
+  device.sm_count = 132;
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_cluster_parts, 1)
+      << "no clusters on this device";
+  // 2 / 4 / 8 CTAs: 66 / 30 / 15 clusters at once (an H100's occupancy query).
+  device.select_active_clusters[1] = 66;
+  device.select_active_clusters[2] = 30;
+  device.select_active_clusters[3] = 15;
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_cluster_parts, 8);
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(7, 599), c).select_cluster_parts, 8);
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(8, 599), c).select_cluster_parts, 4)
+      << "16 clusters of 8 would not run at once";
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(16, 599), c).select_cluster_parts, 2)
+      << "32 clusters of 4 would not run at once";
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(33, 599), c).select_cluster_parts, 2);
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(34, 599), c).select_cluster_parts, 1)
+      << "136 CTAs on 132 SMs";
+  device.select_active_clusters[3] = 0;  // GPCs that hold no cluster of 8
+  EXPECT_EQ(cuda_testing::schedule_layer(device, decode_plan(1, 599), c).select_cluster_parts, 4);
+}
+
 // An SWA layer's K/V write rides on its attention launch only where no row
 // reads a slot another row of the step writes (one query row per request)
 // and every row goes to the row kernel, which does the write; verify steps,

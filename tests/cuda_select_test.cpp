@@ -11,8 +11,12 @@
 // 32,768 and above, each of the last two in the 1,024-thread instances the
 // plan picks for steps of at most one selection per SM and in the
 // 512-thread ones, and up to 4,096 in the 128-thread instance that the
-// plan picks for steps of many selections. Without a usable GPU the tests
-// are skipped visibly.
+// plan picks for steps of many selections. On sm_90+ launches of at
+// least 65,536 score columns with few selections split each row over a
+// cluster of 2 to 8 CTAs (its parts list every key, or from a floor
+// sampled over all parts when a part is long, or take an ordered pass, or
+// leave massive ties to one CTA). Without a usable GPU the tests are
+// skipped visibly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -155,6 +159,30 @@ std::vector<int32_t> cycled(const std::vector<int32_t>& lens, size_t rows) {
 TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 72009, 131081, 320001}, 40000);
+}
+
+// One row at a time (5 selections) in 250,000 score columns: clusters of
+// 8 CTAs on sm_90+. Rows of 300 (<= K), 524 and 2,500 regions (parts of a
+// few hundred keys, some empty), 40,000 and 131,072 (parts that list every
+// key) and 250,000 (parts longer than their lists: a floor sampled over
+// all parts; the in-sample pattern misleads it, the massive ties overflow
+// the parts' lists).
+TEST(CudaSelect, ExactOnCraftedScoresOneRowInClusters) {
+  STEP5_REQUIRE_GPU();
+  for (const int32_t len : {2401, 4200, 20001, 320001, 1048577, 2000001}) {
+    SCOPED_TRACE(len);
+    check_crafted_selection(512, {len}, 250000);
+  }
+}
+
+// 8 rows (40 selections): clusters of 2 CTAs on sm_90+, whose parts of up to
+// 70,000 scores are longer than their lists: they list from a floor sampled
+// over both parts (the in-sample pattern misleads it: ordered passes), and
+// the four-value pattern's ties exceed a part's list (one CTA selects over
+// the whole row). Rows of 300 (<= K), 37,500, 75,000 and 140,000 regions.
+TEST(CudaSelect, ExactOnCraftedScoresInClustersOfTwo) {
+  STEP5_REQUIRE_GPU();
+  check_crafted_selection(512, cycled({1120001, 2401, 300001, 600001}, 8), 140000);
 }
 
 // The same rows, 70 of them: the 512-thread long-row instance.

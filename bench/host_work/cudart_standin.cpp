@@ -133,6 +133,11 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, 
   *blocks = 1;
   return cudaSuccess;
 }
+// Every cluster size fits (the cluster selection then runs its 8-CTA clusters).
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, const void*, const cudaLaunchConfig_t*) {
+  *clusters = 16;
+  return cudaSuccess;
+}
 
 // Memory: host memory. 24 GB "free" gives the bench an 8 GB pool (it keeps
 // 16 GB back), which it never touches here: pages stay unmapped.

@@ -142,6 +142,12 @@ struct LayerSchedule {
   // list fits the GPU's shared memory per block (not sm_86 / sm_89: there
   // such rows take the two-pass instances).
   bool select_long_rows = false;
+  // CSA, sm_90+: steps of few selections (one to a few decode or verify
+  // rows) split each row over this many CTAs of a thread-block cluster,
+  // each reading a part of the row's scores, in launches of 65,536 score
+  // columns or more (512K context; shorter rows are faster in one CTA);
+  // 1 = one CTA per row.
+  int32_t select_cluster_parts = 1;
   size_t scratch_bytes = 0;   // backend scratch this layer needs
   size_t counters_bytes = 0;  // backend counters that start and stay zero
 };

@@ -26,6 +26,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const BackendOptions& options)
       : info_(require_device(options.device_id, options.cuda_kernels)) {
+    set_select_active_clusters(info_);
     STEP5_CUDA_CHECK(cudaEventCreateWithFlags(&staging_done_, cudaEventDisableTiming));
   }
   ~CudaBackend() override {
@@ -306,7 +307,10 @@ std::string cuda_backend_summary(const Backend& backend) {
   const DeviceInfo& d = cuda->info();
   return detail::concat("GPU ", d.device_id, " '", d.name, "' (compute capability ", d.major, ".",
                         d.minor, ", ", d.sm_count, " SMs, ", d.max_smem_per_block / 1024,
-                        " KB shared memory per block), kernels ", kernel_path_name(d.path));
+                        " KB shared memory per block), kernels ", kernel_path_name(d.path),
+                        ", selection clusters of 2 / 4 / 8 CTAs: ", d.select_active_clusters[1],
+                        " / ", d.select_active_clusters[2], " / ", d.select_active_clusters[3],
+                        " at once");
 }
 
 bool cuda_backend_portable(const Backend& backend) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace step5::cuda {
 
@@ -214,6 +215,82 @@ constexpr int select_many_short_columns() {
 constexpr int select_many_ctas_per_sm() {
   return 8;
 }
+// Steps of few selections (sm_90+: thread-block clusters): each (row, group)
+// takes select_cluster_parts() CTAs of one cluster, CTA p reading part p of
+// the row's scores (cluster_rows.cuh). A one-request decode step has G = 8
+// selections, so one CTA per selection left 124 of 132 SMs idle while each
+// CTA streamed a whole row (ncu, H100, 1M context: 51 us for 131,072 scores
+// a row). The most parts (2, 4 or 8, the portable cluster sizes) whose
+// CTAs fit the SMs and whose clusters all run at once: `active[k]` is how
+// many clusters of 2^k CTAs the device holds together (DeviceInfo::
+// select_active_clusters, from an occupancy query), fewer than the SMs
+// over 2^k where a GPC's SMs are not a multiple of it (an H100: 66 / 30 /
+// 15). A cluster that waits for another's SMs doubles the selection: a
+// one-request verify step at 1M in 32 clusters of 4 took 0.161 ms against
+// 0.150 ms with one CTA per selection; in 32 clusters of 2 (this rule)
+// 0.142 ms against 0.154. One-request decode (8 clusters of 8) 0.103 ->
+// 0.093 ms, eight requests (64 clusters of 2) 0.266 -> 0.256 ms (H100).
+constexpr int select_cluster_max_parts() {
+  return 8;
+}
+constexpr int select_cluster_parts(int64_t selections, int sm_count, const int (&active)[4]) {
+  if (selections <= 0) return 1;
+  for (int k = 3; k >= 1; --k) {
+    const int parts = 1 << k;
+    if (selections * parts <= int64_t{sm_count} && selections <= int64_t{active[k]}) return parts;
+  }
+  return 1;
+}
+namespace heuristics_check {
+constexpr int kH100Clusters[4] = {132, 66, 30, 15};  // measured on an H100
+constexpr int kNoClusters[4] = {132, 0, 0, 0};
+static_assert(select_cluster_parts(8, 132, kH100Clusters) == 8 &&
+                  select_cluster_parts(16, 132, kH100Clusters) == 4 &&
+                  select_cluster_parts(32, 132, kH100Clusters) == 2 &&
+                  select_cluster_parts(64, 132, kH100Clusters) == 2 &&
+                  select_cluster_parts(67, 132, kH100Clusters) == 1 &&
+                  select_cluster_parts(8, 132, kNoClusters) == 1,
+              "one to eight decode requests at G = 8 on 132 SMs");
+}  // namespace heuristics_check
+// Launches of fewer score columns keep one CTA per selection: a cluster
+// CTA's fixed cost (its phases, each a barrier across the cluster, and a
+// longer kernel's instruction fetch) outweighs the shorter part. ncu on an
+// H100, one decode request at G = 8: the one-CTA kernel took 19.9 us at
+// 16,384 columns (128K context) and 51.6 us at 131,072 (1M); clusters of
+// eight 26.7 and 35.5 us. Linear in the columns, the two meet near 53,000;
+// 65,536 (512K context) leaves a margin.
+constexpr int32_t select_cluster_min_columns() {
+  return 65536;
+}
+// A part's list (8 bytes an entry: 128 KB): parts of up to this many scores
+// list every key in their one pass over the scores (each warp's chunk fits
+// its share), so no sample is taken (one-request decode up to 1M tokens at
+// 8 parts). Longer parts list the keys at or above a sampled floor, as the
+// long-row instance does.
+constexpr int select_cluster_capacity() {
+  return 16384;
+}
+// Keys of the threshold bin each part keeps for the others (its own), and
+// all parts' together, gathered by each CTA; more take radix passes over
+// the parts' lists in distributed shared memory.
+constexpr int select_cluster_part_candidates() {
+  return 512;
+}
+constexpr int select_cluster_candidates() {
+  return 2048;
+}
+// Static shared memory of the cluster instance, at most (ptxas, sm_90a:
+// 28,752 bytes): the plan adds it to the list's bytes to tell whether the
+// list fits the GPU.
+constexpr size_t select_cluster_static_smem_bound() {
+  return 36 * 1024;
+}
+constexpr bool select_cluster_fits(size_t max_smem_per_block) {
+  return size_t{select_cluster_capacity()} * 8u + select_cluster_static_smem_bound() <=
+         max_smem_per_block;
+}
+static_assert(select_cluster_fits(227u * 1024u), "Hopper holds a part's list");
+
 // The list capacity for rows of at most `columns` scores: every score may
 // be kept (columns, in whole 256-entry steps) in the 128-thread instance
 // (up to `short_columns`), else select_capacity() (select_long_capacity()

@@ -291,6 +291,7 @@ SelectParams select_params(const LayerConfig& config, const LayerSchedule& sched
   p.short_columns = schedule.select_short_columns;
   p.wide = schedule.select_wide;
   p.long_rows = schedule.select_long_rows;
+  p.cluster_parts = schedule.select_cluster_parts;
   p.selected = ptr<int32_t>(selected);
   p.selected_stride_t = selected.stride[0];
   p.selected_stride_g = selected.stride[1];

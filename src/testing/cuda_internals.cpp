@@ -111,6 +111,7 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
   info.sm_count = device.sm_count;
   info.max_smem_per_block = device.max_smem_per_block;
   info.path = to_internal(device.path);
+  for (int k = 0; k < 4; ++k) info.select_active_clusters[k] = device.select_active_clusters[k];
   return cuda::schedule_layer(info, plan, config);
 }
 

@@ -72,6 +72,9 @@ struct DeviceInfo {
   int sm_count = 0;
   size_t max_smem_per_block = 0;  // opt-in limit
   KernelPath path = KernelPath::portable;
+  // Clusters of 2^k CTAs of the cluster selection the device runs at once,
+  // k = 1..3 ([0] unused; 0: none).
+  int select_active_clusters[4] = {0, 0, 0, 0};
 };
 // How one layer of `plan` runs on `device`.
 LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,

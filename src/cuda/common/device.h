@@ -21,6 +21,10 @@ struct DeviceInfo {
   int sm_count = 0;
   size_t max_smem_per_block = 0;  // opt-in limit (cudaFuncSetAttribute)
   KernelPath path = KernelPath::portable;
+  // Clusters of 2^k CTAs of the cluster selection this device runs at once,
+  // k = 1..3 ([0] unused; 0: none, e.g. before sm_90 or where its list does
+  // not fit). Set by the cuda backend (select_active_clusters_on_device).
+  int select_active_clusters[4] = {0, 0, 0, 0};
 };
 
 // Whether this build holds sm_90a code (STEP5_CUDA_ARCHS has 90a).

@@ -27,27 +27,47 @@ __device__ __forceinline__ void allow_next_grid() {
 }
 #endif
 
+// The launch attribute for clusters of `cluster_x` CTAs along x.
+inline cudaLaunchAttribute cluster_attribute(unsigned cluster_x) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster_x;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // Launches kernel<<<grid, block, smem, stream>>>(args...), with
 // programmatic stream serialization when `programmatic` (the kernel then
-// calls wait_for_previous_grid first).
+// calls wait_for_previous_grid first), in thread-block clusters of
+// `cluster_x` CTAs along x when above 1 (sm_90+; grid.x a multiple of it).
 template <class... Params, class... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, bool programmatic, Args&&... args) {
+cudaError_t launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, bool programmatic, unsigned cluster_x,
+                                      Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = programmatic ? 1 : 0;
+  attribute[1] = cluster_attribute(cluster_x);
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = cluster_x > 1 ? 2 : 1;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   // A failed launch is reported here; it is not left for the next launch's
   // cudaGetLastError (check_launch) to find.
   if (status != cudaSuccess) (void)cudaGetLastError();
   return status;
+}
+
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, bool programmatic, Args&&... args) {
+  return launch_kernel_in_clusters(kernel, grid, block, smem, stream, programmatic, 1u,
+                                   std::forward<Args>(args)...);
 }
 
 }  // namespace step5::cuda

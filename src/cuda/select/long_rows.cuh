@@ -23,36 +23,52 @@ constexpr uint32_t select_share_overflow() {
   return 0xffffffffu;
 }
 
-// The floor: from a sample of blocks of 8 consecutive scores, one per
-// select_sample_stride() (select_sample_first), the floor of the bin where
-// the sample's count from the top reaches 2 K x (sampled / C). The K-th key
-// lies below it only when the sample held twice its share of the top K.
-// Uses sh.hist and sh.value.
+// Bins the sampled blocks [b_begin, b_end) of a row of C scores (one block
+// of 8 consecutive scores per select_sample_stride(), at
+// select_sample_first(b)) into `hist` (zeroed).
 template <int kThreads>
-__device__ uint32_t sampled_floor(SelectShared<kThreads>& sh, const float* scores, int32_t C,
-                                  bool vector, uint32_t best, uint32_t K) {
+__device__ __forceinline__ void bin_sample(uint32_t* hist, const float* scores, int32_t C,
+                                           int32_t b_begin, int32_t b_end, bool vector,
+                                           uint32_t best) {
   static_assert(select_sample_stride() % 8 == 0, "blocks of 8 tile the stride");
-  const int32_t blocks = C / select_sample_stride();
-  for (int b = threadIdx.x; b < select_bins(); b += kThreads) sh.hist[b] = 0;
-  __syncthreads();
-  for (int32_t b = threadIdx.x; b < blocks; b += kThreads) {
+  for (int32_t b = b_begin + static_cast<int32_t>(threadIdx.x); b < b_end; b += kThreads) {
     uint32_t key[8];
     load_keys<8>(scores, C, select_sample_first(b), vector, key);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) atomicAdd(&sh.hist[select_bin(key[k], best)], 1u);
+    for (int k = 0; k < 8; ++k) atomicAdd(&hist[select_bin(key[k], best)], 1u);
   }
-  __syncthreads();
+}
+
+// The floor from the histogram of a row's whole sample (C / stride blocks):
+// the floor of the bin where the sample's count from the top reaches 2 K x
+// (sampled / C). The K-th key lies below it only when the sample held
+// twice its share of the top K. Every thread calls it; uses sh.value.
+template <int kThreads>
+__device__ uint32_t sample_floor(SelectShared<kThreads>& sh, const uint32_t* hist, int32_t C,
+                                 uint32_t best, uint32_t K) {
+  const int32_t blocks = C / select_sample_stride();
   const uint64_t sampled = uint64_t{static_cast<uint32_t>(blocks)} * 8u;
   const uint64_t target =
       (2u * uint64_t{K} * sampled + static_cast<uint64_t>(C) - 1) / static_cast<uint64_t>(C);
   if (target == 0 || target > sampled) return 0u;  // too few samples: list every key
   using Scan = typename SelectShared<kThreads>::Scan;
-  find_threshold_block<kThreads, select_bins(), Scan>(sh.hist, static_cast<uint32_t>(target),
+  find_threshold_block<kThreads, select_bins(), Scan>(hist, static_cast<uint32_t>(target),
                                                       sh.cub.scan, &sh.value[0], &sh.value[1]);
   __syncthreads();
   const uint32_t floor = select_bin_floor(static_cast<int>(sh.value[0]), best);
   __syncthreads();  // sh.value is read before it is reused
   return floor;
+}
+
+// The floor of a row that one CTA reads whole. Uses sh.hist and sh.value.
+template <int kThreads>
+__device__ uint32_t sampled_floor(SelectShared<kThreads>& sh, const float* scores, int32_t C,
+                                  bool vector, uint32_t best, uint32_t K) {
+  for (int b = threadIdx.x; b < select_bins(); b += kThreads) sh.hist[b] = 0;
+  __syncthreads();
+  bin_sample<kThreads>(sh.hist, scores, C, 0, C / select_sample_stride(), vector, best);
+  __syncthreads();
+  return sample_floor<kThreads>(sh, sh.hist, C, best, K);
 }
 
 // The histogram of the row's distance bins (into sh.hist, zeroed) and, per

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/device.h"
 #include "cuda/common/rows.h"
 #include "cuda/heuristics.h"
 #include "cuda/kv_write/params.h"
@@ -28,6 +29,8 @@ struct SelectParams {
   bool wide = false;  // longer rows take select_wide_threads() CTAs (LayerSchedule::select_wide)
   bool long_rows = false;             // launches past select_long_columns() take the long-row
                                       // instances (LayerSchedule::select_long_rows)
+  int32_t cluster_parts = 1;          // CTAs (one cluster) per selection past the short columns;
+                                      // 1 = one CTA each (LayerSchedule::select_cluster_parts)
   const uint32_t* row_max = nullptr;  // u32 [num_rows, G]: the best order key of each row's
                                       // scores (score_key); null = found by one more pass
   int32_t* selected = nullptr;        // i32 [num_rows, G, K] by launch row; not null
@@ -60,5 +63,12 @@ struct SelectParams {
 };
 
 void launch_select(const SelectParams& params, cudaStream_t stream);
+
+// Sets device.select_active_clusters: how many clusters of 2, 4 and 8 CTAs
+// of the cluster selection kernel the current device runs at once (one
+// occupancy query per size), none where the device (compute capability
+// below 9.0) or the loaded image (compute_80 PTX, whose kernel traps) has
+// no clusters or the kernel's list does not fit.
+void set_select_active_clusters(DeviceInfo& device);
 
 }  // namespace step5::cuda

@@ -32,6 +32,7 @@
 #include "cuda/heuristics.h"
 #include "cuda/select/long_rows.cuh"
 #include "cuda/select/params.h"
+#include "cuda/select/row_passes.cuh"
 #include "cuda/select/threshold.cuh"
 #include "cuda/summaries/cache_update.cuh"
 
@@ -212,7 +213,6 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   const uint32_t kept = above + sh.hist[threshold];
   uint32_t need = static_cast<uint32_t>(p.topk) - above;
 
-  uint32_t kth;
   int32_t entries = 0;
   const uint32_t floor_key = select_bin_floor(threshold, best);
   // One pass: the list serves when it holds every key of the threshold bin
@@ -226,100 +226,39 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
     // 2. Ordered pass: every region in a bin >= the threshold bin, i.e.
     // with a key >= the bin's floor.
     listed = true;
-    uint32_t carry = 0;
-    uint32_t key[kItems];
-    load_keys<kItems>(scores, closed, mine, vector, key);
-    for (int32_t base = 0; base < closed; base += kStep) {
-      uint32_t next[kItems] = {};  // defined after the last step too (copied, not read)
-      if (base + kStep < closed)
-        load_keys<kItems>(scores, closed, base + kStep + mine, vector, next);
-      uint32_t flags = 0, count = 0;
-      const bool whole = base + kStep <= closed;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        const bool keep = (whole || base + mine + k < closed) && key[k] >= floor_key;
-        flags |= keep ? 1u << k : 0u;
-        count += keep ? 1u : 0u;
-      }
-      uint32_t before = 0, total = 0;
-      __syncthreads();  // the scan storage is reused
-      Scan(sh.cub.scan).ExclusiveSum(count, before, total);
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        if ((flags >> k) & 1u) {
-          list_key[carry + before] = key[k];
-          list_index[carry + before] = base + mine + k;
-          ++before;
-        }
-      }
-      carry += total;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) key[k] = next[k];
-    }
-    entries = static_cast<int32_t>(carry);
+    entries =
+        list_at_or_above<kThreads>(sh, scores, closed, vector, floor_key, list_key, list_index);
+  }
+  if (!listed) {
+    // Massive ties: exact radix select over all of the row's keys in global
+    // memory (need counts from the top of the whole row).
+    select_over_row<kThreads>(sh, scores, closed, vector, static_cast<uint32_t>(p.topk), out);
+    return;
   }
   // Where entry i (index order) of the list lies.
   auto slot = [&](int32_t i) { return shares ? share_slot<kThreads>(sh, share, i) : i; };
-  if (listed) {
-    __syncthreads();
-    // 3. The K-th key among the candidates of the threshold bin.
-    auto candidates = [&](auto&& visit) {
-      for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
-        const uint32_t key = list_key[slot(i)];
-        if (select_bin(key, best) == threshold) visit(key);
-      }
-    };
-    if (kept - above <= static_cast<uint32_t>(select_few())) {
-      kth = kth_among_few<kThreads>(sh, need, candidates);
-    } else {
-      kth = radix_select<kThreads>(sh, need, candidates);
+  __syncthreads();
+  // 3. The K-th key among the candidates of the threshold bin.
+  auto candidates = [&](auto&& visit) {
+    for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
+      const uint32_t key = list_key[slot(i)];
+      if (select_bin(key, best) == threshold) visit(key);
     }
+  };
+  uint32_t kth;
+  if (kept - above <= static_cast<uint32_t>(select_few())) {
+    kth = kth_among_few<kThreads>(sh, need, candidates);
   } else {
-    // Massive ties: exact radix select over all of the row's keys in global
-    // memory (need counts from the top of the whole row).
-    need = static_cast<uint32_t>(p.topk);
-    kth = radix_select<kThreads>(sh, need, [&](auto&& visit) {
-      for (int32_t base = 0; base < closed; base += kStep) {
-        uint32_t key[kItems];
-        load_keys<kItems>(scores, closed, base + mine, vector, key);
-#pragma unroll
-        for (int k = 0; k < kItems; ++k) {
-          if (base + mine + k < closed) visit(key[k]);
-        }
-      }
-    });
+    kth = radix_select<kThreads>(sh, need, candidates);
   }
 
-  // 4. Stable compaction: region j goes to (#keys > kth before j) +
-  // min(#keys == kth before j, need). Counts are packed gt << 16 | eq per
-  // step (at most kThreads * kItems < 2^16 each) and carried across steps.
-  uint32_t carry_gt = 0, carry_eq = 0;
-  auto emit = [&](uint32_t key, int32_t j, bool valid) {
-    const uint32_t flags = !valid ? 0u : key > kth ? (1u << 16) : key == kth ? 1u : 0u;
-    uint32_t exclusive = 0, total = 0;
-    __syncthreads();
-    Scan(sh.cub.scan).ExclusiveSum(flags, exclusive, total);
-    const uint32_t gt_before = carry_gt + (exclusive >> 16);
-    const uint32_t eq_before = carry_eq + (exclusive & 0xffffu);
-    if ((flags >> 16) != 0 || ((flags & 1u) != 0 && eq_before < need)) {
-      out[gt_before + min(eq_before, need)] = j;
-    }
-    carry_gt += total >> 16;
-    carry_eq += total & 0xffffu;
-  };
-  if (listed) {
-    for (int32_t base = 0; base < entries; base += kThreads) {
-      const int32_t i = base + static_cast<int32_t>(threadIdx.x);
-      const bool valid = i < entries;
-      const int32_t at = valid ? slot(i) : 0;
-      emit(valid ? list_key[at] : 0u, valid ? list_index[at] : -1, valid);
-    }
-  } else {
-    for (int32_t base = 0; base < closed; base += kThreads) {
-      const int32_t j = base + static_cast<int32_t>(threadIdx.x);
-      const bool valid = j < closed;
-      emit(valid ? score_key(scores[j]) : 0u, j, valid);
-    }
+  // 4. Stable compaction of the list.
+  StableCompaction<kThreads> compaction{sh, out, kth, need};
+  for (int32_t base = 0; base < entries; base += kThreads) {
+    const int32_t i = base + static_cast<int32_t>(threadIdx.x);
+    const bool valid = i < entries;
+    const int32_t at = valid ? slot(i) : 0;
+    compaction.emit(valid ? list_key[at] : 0u, valid ? list_index[at] : -1, valid);
   }
 }
 
