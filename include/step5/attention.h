@@ -33,7 +33,10 @@ BackendKind parse_backend_kind(const char* name);
 //   portable: the portable kernels on any GPU, Hopper included (the
 //     indexer's generic fp32 path, everything else as on Hopper: mma.sync
 //     and cp.async, sm_80 features). For checking that path on a Hopper GPU;
-//     slower there.
+//     slower there. On sm_90+ the launches keep two features of the GPU
+//     that change no kernel's arithmetic: programmatic dependent launch,
+//     and the selection split over thread-block clusters for few long rows
+//     (LayerSchedule::select_cluster_parts).
 enum class CudaKernels : uint8_t { automatic, portable };
 const char* cuda_kernels_name(CudaKernels kernels);
 // "auto" or "portable"; throws Error(invalid_argument) on anything else.
