@@ -12,12 +12,16 @@ namespace step5::cuda {
 namespace {
 constexpr int32_t kMaxGridY = 65535;  // CUDA's limit on gridDim.y
 
+// The summaries the launch carries (SelectParams::summarize), one warp each.
+int64_t summary_items(const SelectParams& params) {
+  return params.summarize ? int64_t{params.ring.num_requests} * params.ring.max_closing : 0;
+}
+
 template <int kThreads, bool kLongRows>
 void launch_with(const SelectParams& params, cudaStream_t stream) {
   // Summaries folded into the launch take CTAs past the rows, one warp per
   // (request, closing region).
-  const int64_t summaries =
-      params.summarize ? int64_t{params.ring.num_requests} * params.ring.max_closing : 0;
+  const int64_t summaries = summary_items(params);
   const int64_t per_column = int64_t{params.num_groups} * (kThreads / 32);
   const dim3 grid(
       static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
@@ -46,8 +50,7 @@ void launch_in_clusters(const SelectParams& params, cudaStream_t stream) {
                   ErrorCode::invalid_argument,
                   "cuda backend select: cluster_parts expected a power of two in 2..",
                   select_cluster_max_parts(), ", got ", parts);
-  const int64_t summaries =
-      params.summarize ? int64_t{params.ring.num_requests} * params.ring.max_closing : 0;
+  const int64_t summaries = summary_items(params);
   const int64_t per_cluster_column = int64_t{params.num_groups} * parts * (kThreads / 32);
   const int64_t cluster_columns =
       std::max<int64_t>(params.num_rows, (summaries + per_cluster_column - 1) / per_cluster_column);
