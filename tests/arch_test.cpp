@@ -300,6 +300,35 @@ TEST(Schedule, KvWriteFoldsIntoSwaAttentionOnDecodeSteps) {
   EXPECT_FALSE(cuda_testing::schedule_layer(device, plan, g2_h16()).kv_write_in_attention);
 }
 
+// SWA tiles on the wgmma kernel run a persistent grid of one CTA per SM
+// (the device's count, not a constant); the mma.sync tiles of a portable
+// device one CTA per (tile, group). (A Hopper CSA schedule queries the
+// GPU for its indexer's occupancy, so this test, run without one, has no
+// CSA case; launch_wgmma never reads tile_ctas for CSA.)
+TEST(Schedule, PersistentSwaTilesOnHopper) {
+  LayerConfig swa = g2_h16();  // H/G = 8, D = 192: the wgmma kernel's shape
+  swa.kind = LayerKind::swa;
+  StepPlan tiled = decode_plan(2, 599);
+  tiled.row_tiles = {0, 1};
+  cuda_testing::DeviceInfo device = sm89_device();
+  swa.head_size = 64;  // tiles that fit the 99 KB of this device
+  const LayerSchedule portable = cuda_testing::schedule_layer(device, tiled, swa);
+  ASSERT_TRUE(portable.tiled_attention);
+  EXPECT_FALSE(portable.tile_wgmma);
+  EXPECT_EQ(portable.tile_ctas, 0);
+  swa.head_size = 192;
+  device.major = 9;
+  device.minor = 0;
+  device.max_smem_per_block = kSm90Smem;
+  device.path = cuda_testing::KernelPath::hopper;
+  for (const int sms : {132, 114}) {  // H100 SXM, H100 PCIe
+    device.sm_count = sms;
+    const LayerSchedule s = cuda_testing::schedule_layer(device, tiled, swa);
+    ASSERT_TRUE(s.tile_wgmma);
+    EXPECT_EQ(s.tile_ctas, sms);
+  }
+}
+
 // Programmatic dependent launch (griddepcontrol) exists from sm_90: the
 // CSA schedule asks for it there, and never for SWA layers.
 TEST(Schedule, ProgrammaticLaunchFromSm90) {

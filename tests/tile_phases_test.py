@@ -30,8 +30,12 @@ def check_instrument(tmp):
     marks = sorted({int(k) for k in re.findall(r'ph_mark\((\d+)\);', text)})
     if marks != [0, 1, 2, 4, 5, 6, 10, 11, 12]:
         fail(f'phase marks placed: {marks}')
-    if 'ph_dump<<<' not in text or 'g_ph[3][blockIdx.x] = clock64()' not in text:
-        fail('dump launch or first-stage mark missing')
+    if text.count('ph_dump<<<') != 2 or 'g_ph[3][ph_item()] = clock64()' not in text:
+        fail('dump launches or first-stage mark missing')
+    for kernel in ('hopper_csa_kernel.cuh', 'hopper_window_kernel.cuh'):
+        k = open(os.path.join(dst, kernel)).read()
+        if 'ph_start(' not in k or 'ph_end(' not in k:
+            fail(f'{kernel}: item start or end mark missing')
     # The checkout itself is untouched.
     if os.path.exists(os.path.join(src, 'ph.cuh')):
         fail('instrument.py --root edited the checkout')

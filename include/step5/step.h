@@ -113,6 +113,10 @@ struct LayerSchedule {
   // The tiles run the sm_90a (wgmma) tile kernel (Hopper, H/G = 8)
   // instead of the mma.sync one.
   bool tile_wgmma = false;
+  // SWA tiles on the wgmma kernel: CTAs of its persistent grid (the SM
+  // count: one CTA fills an SM), which prepares a CTA's next tile while
+  // the current one's epilogue runs. 0 otherwise.
+  int32_t tile_ctas = 0;
   // CSA: the cache update (K/V write, summaries of the regions the step
   // closes) rides on the select launch instead of its own (one launch
   // fewer). Only when every request has at most one query row in a single

@@ -8,6 +8,7 @@
 #include "cuda/indexer/params.h"
 #include "cuda/indexer/tc_launch.h"
 #include "cuda/tile_attention/heuristics.h"
+#include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/params.h"
 
 namespace step5::cuda {
@@ -122,6 +123,9 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   const bool wgmma = tile_wgmma(device, c);
   s.tiled_attention = tiled_attention(device, plan, c, wgmma);
   s.tile_wgmma = s.tiled_attention && wgmma;
+  if (s.tile_wgmma && c.kind == LayerKind::swa) {
+    s.tile_ctas = device.sm_count * tiled::hopper_ctas_per_sm();
+  }
   if (c.kind == LayerKind::swa) {
     s.kv_write_in_attention = !s.tiled_attention && max_rows_per_request(plan) <= 1;
   }

@@ -264,6 +264,7 @@ TileAttentionParams tile_attention_params(const LayerConfig& config, const Layer
   p.tiles = tiles;
   p.num_tiles = static_cast<int32_t>(num_tiles);
   p.wgmma = schedule.tile_wgmma;
+  p.ctas = schedule.tile_ctas;
   return p;
 }
 

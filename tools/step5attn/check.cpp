@@ -106,6 +106,11 @@ sim::ScenarioOptions scenario(int requests, int min_prompt, int max_prompt, bool
   return o;
 }
 
+sim::ScenarioOptions chunked(sim::ScenarioOptions o, int chunk) {
+  o.chunk = chunk;
+  return o;
+}
+
 Case scenario_case(std::string name, LayerConfig c, sim::ScenarioOptions o, int tier) {
   Case k;
   k.name = std::move(name);
@@ -253,6 +258,14 @@ std::vector<Case> cases() {
                         16900, 4096, 0, 2),
       long_prefill_case("swa G1 H8 D64 B64 W16500 kv=fp8 prefill 16900",
                         swa(1, 8, 64, 64, 16500, f8, 0), 16900, 4096, 0, 2),
+      // Hopper SWA tiles run a persistent grid of one CTA per SM: prefill
+      // chunks of 512 rows at G = 8 (256 tiles x groups) give each CTA of a
+      // 132-SM GPU two or more, so a CTA prepares the next item while it
+      // stores this one; small enough for the sanitizers (--tiny).
+      scenario_case("swa G8 H64 D64 B16 W40 tiles chunk 512", swa(8, 8, 64, 16, 40, bf, 0),
+                    chunked(scenario(2, 500, 700, true), 512), 0),
+      scenario_case("swa G8 H64 D64 B16 W100 kv=fp8 tiles chunk 512", swa(8, 8, 64, 16, 100, f8, 0),
+                    chunked(scenario(2, 500, 700, true), 512), 0),
       // fp8 decode rows of H/G = 8, split across CTAs; small enough for the
       // sanitizers (--tiny).
       decode_case("swa G1 H8 D128 B16 W400 kv=fp8 decode", swa(1, 8, 128, 16, 400, f8, 0),

@@ -29,6 +29,13 @@ constexpr int hopper_rows_per_warpgroup() {
   return tile_rows() / hopper_warpgroups();
 }
 
+// CTAs per SM: at D = 192 a CTA's 256 threads take the register file
+// (up to 255 registers each) and ~200 KB of shared memory. The SWA kernel's
+// persistent grid is this many CTAs per SM.
+constexpr int hopper_ctas_per_sm() {
+  return 1;
+}
+
 // Regions per pipeline stage: 64 keys, the N of one S = Q K^T wgmma and
 // four k16 steps of O = P V; one n8 block of S per region, so a thread's
 // S columns map to regions without index arithmetic.
@@ -72,6 +79,9 @@ struct HopperTileSmem {
   static constexpr int kOutPitch = D + 8;  // elements
   static constexpr int kOutBytes = tile_rows() * hopper_heads_per_group() * kOutPitch * 2;
   static constexpr int kBufferBytes = std::max(kStages * kStageBytes, kOutBytes);
+  // The persistent SWA kernel stages them at the buffers' tail instead: the
+  // next tile's first kStages - 2 stages are in flight at their head.
+  static constexpr int kOutTailOffset = (kBufferBytes - kOutBytes) / 128 * 128;
 
   alignas(1024) unsigned char buffer[kBufferBytes];
   alignas(1024) unsigned char q[hopper_warpgroups() * kQWarpgroupBytes];
@@ -94,6 +104,8 @@ struct HopperTileSmem {
   static_assert(kRowChunks % 4 == 0, "a warp copies 4 chunks of its region's 8 keys at a time");
   static_assert(kRegionBytes / 16 <= 0x3fff, "descriptor offsets are 14 bits of 16 bytes");
   static_assert(kStageBytes % 1024 == 0, "stages start on atom boundaries");
+  static_assert(kOutTailOffset >= (kStages - 2) * kStageBytes,
+                "the epilogue's tail staging clears the next tile's first stages");
 };
 
 }  // namespace step5::cuda::tiled

@@ -204,6 +204,32 @@ __device__ __forceinline__ uint32_t hopper_stage_masks(const Smem& sm, int32_t i
   return attended;
 }
 
+// The stages of a list of `length` regions.
+__device__ __forceinline__ int32_t hopper_list_stages(int32_t length) {
+  return (length + hopper_stage_regions() - 1) / hopper_stage_regions();
+}
+
+// The copies hopper_run_window issues before its first step, of list
+// stages [0, S - 2) (an empty cp.async group each past the list), issued
+// ahead by a caller that has other work for their flight time
+// (hopper_run_window with `started`). fp8 pages land raw: the format they
+// are widened to (Q's, f16 or bf16) is decided later, and hopper_run_window
+// widens them.
+template <bool kFp8, class Smem>
+__device__ void hopper_start_window(const PagedAttentionParams& p, const char* kv_head,
+                                    int32_t length, int32_t key_lo, int32_t key_hi, Smem& sm) {
+#pragma unroll 1
+  for (int32_t k = 0; k < Smem::kStages - 2; ++k) {
+    if (k >= hopper_list_stages(length)) {
+      attn::cp_async_commit();
+    } else if constexpr (kFp8) {
+      hopper_issue_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm);
+    } else {
+      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
+    }
+  }
+}
+
 // Streams list stages [0, ceil(length / 8)) through the pipeline, one
 // barrier per step. The warpgroups take turns on the tensor cores: the
 // first runs S, softmax and P V of stage i in step i; the second runs the
@@ -219,11 +245,12 @@ __device__ __forceinline__ uint32_t hopper_stage_masks(const Smem& sm, int32_t i
 // registers across the MMAs (loaded into registers instead, they spilled
 // at the kernel's 255-register limit in this order). The first warpgroup
 // waits for its P V at once in bf16; in fp8 after its widening, which
-// overlaps that P V (2 % faster).
+// overlaps that P V (2 % faster). `started`: hopper_start_window issued
+// the first copies.
 template <int D, bool kFp8, bool kF16, bool kCsa, class Smem>
 __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_head,
                                   int32_t length, int32_t key_lo, int32_t key_hi, HopperState<D>& w,
-                                  Smem& sm) {
+                                  Smem& sm, bool started = false) {
   constexpr int S = Smem::kStages;
   constexpr int R = hopper_stage_regions();
   static_assert(S >= 3, "a stage is read for two steps while the next one is copied");
@@ -250,7 +277,7 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
   };
 #pragma unroll 1
   for (int32_t k = 0; k < S - 2; ++k) {
-    issue_copies(k);
+    if (!started) issue_copies(k);
     widen(k);
   }
   uint32_t pa[R / 2][4];

@@ -4,12 +4,15 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "cuda/attention/tiles.h"
 #include "cuda/common/check.h"
 #include "cuda/common/smem_limit.h"
-#include "cuda/tile_attention/hopper_kernel.cuh"
+#include "cuda/tile_attention/hopper_csa_kernel.cuh"
+#include "cuda/tile_attention/hopper_window_kernel.cuh"
 #include "cuda/tile_attention/instances.h"
 #include "cuda/tile_attention/kernel.cuh"
 
@@ -37,14 +40,25 @@ size_t tile_wgmma_smem_bytes() {
   return sizeof(HopperTileSmem<D>) + HopperTileSmem<D>::kAlignSlack;
 }
 
-// The sm_90a kernel: one instance per (D, kv dtype, page source).
+// The sm_90a kernels: one instance per (D, kv dtype, page source). CSA:
+// one CTA per (tile, group); SWA: a persistent grid of at most p.ctas.
 template <int D, bool kFp8, bool kCsa>
 void launch_wgmma(const TileAttentionParams& p, cudaStream_t stream) {
-  auto* kernel = &hopper_tile_attention_kernel<D, kFp8, kCsa>;
-  allow_max_smem(kernel);
-  const int64_t ctas = int64_t{p.num_tiles} * p.attn.num_kv_heads;
-  kernel<<<static_cast<unsigned>(ctas), hopper_threads(), tile_wgmma_smem_bytes<D>(), stream>>>(p);
-  check_launch("hopper_tile_attention_kernel");
+  const int64_t items = int64_t{p.num_tiles} * p.attn.num_kv_heads;
+  if constexpr (kCsa) {
+    auto* kernel = &hopper_csa_tiles_kernel<D, kFp8>;
+    allow_max_smem(kernel);
+    kernel<<<static_cast<unsigned>(items), hopper_threads(), tile_wgmma_smem_bytes<D>(), stream>>>(
+        p);
+    check_launch("hopper_csa_tiles_kernel");
+  } else {
+    auto* kernel = &hopper_window_tiles_kernel<D, kFp8>;
+    allow_max_smem(kernel);
+    const int64_t ctas = std::min<int64_t>(items, p.ctas);
+    kernel<<<static_cast<unsigned>(ctas), hopper_threads(), tile_wgmma_smem_bytes<D>(), stream>>>(
+        p);
+    check_launch("hopper_window_tiles_kernel");
+  }
 }
 
 // The one place where the KV dtype and the page source (CSA selection or

@@ -86,6 +86,8 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
           int64_t{p.num_tiles} * a.num_kv_heads);
   require(!p.wgmma || hpg == tiled::hopper_heads_per_group(), ErrorCode::unsupported,
           "tile attention (wgmma): expected H/G = 8, got ", hpg);
+  require(!p.wgmma || a.selected != nullptr || p.ctas > 0, bad,
+          "tile attention (wgmma, SWA): expected a persistent grid of ctas > 0, got ", p.ctas);
   if (p.num_tiles == 0) return;
   switch (a.head_size) {
     case 64: tiled::run_tiles<64>(p, stream); break;

@@ -23,17 +23,19 @@ namespace step5::cuda::tiled {
 
 // The tile's rows: positions and lowest attended key, in shared memory, and
 // the bits of the rows that attend anything (live rows whose position the
-// block table holds; the others are reported and come out NaN).
+// block table holds; the others come out NaN, and are reported by one of
+// the tile's G work items: the group-0 one, its group `item_group` in a
+// persistent grid, else CTA blockIdx.x's).
 template <class Smem>
 __device__ uint32_t load_tile_rows(const PagedAttentionParams& p, int64_t first, int count,
-                                   Smem& sm, int32_t& request) {
+                                   Smem& sm, int32_t& request, int item_group = -1) {
   const int j = static_cast<int>(threadIdx.x);
   if (j < tile_rows()) {
     int32_t r = 0, pos = -1;
     bool ok = false;
     if (j < count && row_of(p.rows, first + j, r, pos)) {
       ok = pos >= 0 && column_ok(p.guard, pos / p.block_size);
-      if (!ok && blockIdx.x % p.num_kv_heads == 0) {
+      if (!ok && (item_group < 0 ? blockIdx.x % p.num_kv_heads == 0 : item_group == 0)) {
         report_fault(p.guard, pos < 0 ? DeviceFault::bad_position : DeviceFault::past_block_table,
                      first + j, pos);
       }
@@ -64,12 +66,13 @@ struct TileStart {
   uint32_t wanted;  // rows of the tile (count <= tile_rows() = 16)
 };
 
-// The CTA's tile and group, its rows not read yet (request and live 0).
-__device__ __forceinline__ TileStart tile_of(const TileAttentionParams& tp) {
+// Work item `work` (tile work / G, group work % G; one CTA's blockIdx.x
+// unless the grid is persistent), its rows not read yet (request and live 0).
+__device__ __forceinline__ TileStart tile_of(const TileAttentionParams& tp, int work) {
   const PagedAttentionParams& p = tp.attn;
   TileStart t;
-  const int tile = static_cast<int>(blockIdx.x) / p.num_kv_heads;
-  t.g = static_cast<int>(blockIdx.x) % p.num_kv_heads;
+  const int tile = work / p.num_kv_heads;
+  t.g = work % p.num_kv_heads;
   t.first = __ldg(tp.tiles + 2 * tile);
   t.count = __ldg(tp.tiles + 2 * tile + 1);
   t.request = 0;
@@ -79,16 +82,22 @@ __device__ __forceinline__ TileStart tile_of(const TileAttentionParams& tp) {
 }
 
 // Reads the tile's rows (load_tile_rows: shared memory and a barrier) and
-// sets t.live and t.request.
+// sets t.live and t.request; for CTA blockIdx.x's item.
 template <class Smem>
 __device__ __forceinline__ void read_tile_rows(const PagedAttentionParams& p, TileStart& t,
                                                Smem& sm) {
   t.live = load_tile_rows(p, t.first, t.count, sm, t.request);
 }
+// The same for an item of a persistent grid.
+template <class Smem>
+__device__ __forceinline__ void read_item_rows(const PagedAttentionParams& p, TileStart& t,
+                                               Smem& sm) {
+  t.live = load_tile_rows(p, t.first, t.count, sm, t.request, t.g);
+}
 
 template <class Smem>
 __device__ __forceinline__ TileStart start_tile(const TileAttentionParams& tp, Smem& sm) {
-  TileStart t = tile_of(tp);
+  TileStart t = tile_of(tp, static_cast<int>(blockIdx.x));
   read_tile_rows(tp.attn, t, sm);
   return t;
 }

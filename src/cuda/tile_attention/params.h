@@ -35,9 +35,14 @@ struct TileAttentionParams {
   const int32_t* tiles = nullptr;  // i32 [num_tiles, 2] device; not null when num_tiles > 0:
                                    // first step row, row count (1..16), rows of one request
   int32_t num_tiles = 0;
-  // The sm_90a kernel (hopper_kernel.cuh: wgmma, H/G = 8) instead
-  // of the mma.sync one; the schedule's choice (LayerSchedule::tile_wgmma).
+  // The sm_90a kernels (hopper_csa_kernel.cuh, hopper_window_kernel.cuh: wgmma,
+  // H/G = 8) instead of the mma.sync one; the schedule's choice
+  // (LayerSchedule::tile_wgmma).
   bool wgmma = false;
+  // SWA on the sm_90a kernel: CTAs of its persistent grid, each looping
+  // over (tile, group) items (hopper_window_kernel.cuh); the schedule's
+  // LayerSchedule::tile_ctas. Not used otherwise.
+  int32_t ctas = 0;
 };
 
 // Whether the tile kernel serves the layer (H/G in {1, 2, 4, 8}, D in the

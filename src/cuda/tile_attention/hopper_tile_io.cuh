@@ -1,24 +1,45 @@
-// The Hopper tile attention kernel: the page source of the mma.sync kernel
-// (page_source.cuh), the wgmma mainloop (hopper_mainloop.cuh) and an
-// epilogue for its accumulator layout. One CTA per (tile, KV group), two
-// warpgroups of 8 tile rows x 8 heads each. sm_90a only.
+// Pieces of the Hopper tile attention kernels (hopper_csa_kernel.cuh for CSA,
+// hopper_window_kernel.cuh for SWA) around their mainloop: the CTA's shared
+// memory, Q staged as wgmma A, the warpgroups' softmax state, the gates and
+// the epilogue's store. sm_90a only.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/attention/epilogue.cuh"
 #include "cuda/attention/ptx.cuh"
 #include "cuda/common/numerics.cuh"
+#include "cuda/common/wgmma.cuh"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/hopper_mainloop.cuh"
-#include "cuda/tile_attention/hopper_window_list.cuh"
-#include "cuda/tile_attention/page_source.cuh"
+#include "cuda/tile_attention/params.h"
 
 namespace step5::cuda::tiled {
+
+// A warpgroup's softmax state at the start of a tile whose rows are in
+// shared memory (read_tile_rows), all but the Q descriptor: the
+// warpgroup's rows, their logit scale (fp8: k_scale folded in), key ranges,
+// running maxima and sums, and a zero accumulator.
+template <int D, bool kFp8, class Smem>
+__device__ __forceinline__ void hopper_init_state(const PagedAttentionParams& p, int warpgroup,
+                                                  int warp, const Smem& sm, HopperState<D>& w) {
+  w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
+  const float scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    w.scale_log2[h] = scale_log2;
+    w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
+    w.m[h] = -INFINITY;
+    w.l[h] = 0.0f;
+    w.hi[h] = sm.row_position[w.row[h]];
+    w.lo[h] = sm.row_low[w.row[h]];
+  }
+#pragma unroll
+  for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
+}
 
 // Copies the tile's Q into shared memory as wgmma A (K-major, swizzled
 // atoms: tile row j is 8-row group j % 8 of warpgroup j / 8, head h its row
@@ -102,17 +123,17 @@ __device__ bool hopper_q_to_f16(Smem& sm) {
 }
 
 // Normalizes (v_scale / l: fp8 V is staged unscaled), gates (sigmoid of the head's gate) and rounds
-// each row once to bf16, staged in shared memory, then stores 16 bytes at a time. Rows in
-// `bad_rows` come out NaN. `gate`: the thread's two rows' gates (load_gates).
+// each row once to bf16, staged in shared memory at `staging` (Smem::kOutBytes of the drained
+// stage buffers), then stores 16 bytes at a time. Rows in `bad_rows` come out NaN. `gate`: the
+// thread's two rows' gates (load_gates).
 template <int D, class Smem>
 __device__ void hopper_store_tile(const PagedAttentionParams& p, int64_t first, int count, int g,
                                   float v_scale, uint32_t bad_rows, const uint16_t (&gate)[2],
-                                  HopperState<D>& w, Smem& sm) {
+                                  HopperState<D>& w, unsigned char* staging) {
   constexpr int kHeads = hopper_heads_per_group();
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int head = lane / 4, c0 = 2 * (lane % 4);
-  // The pipeline drained (hopper_run_window's last barrier).
-  uint16_t* out = reinterpret_cast<uint16_t*>(sm.buffer);
+  uint16_t* out = reinterpret_cast<uint16_t*>(staging);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float l = w.l[h];
@@ -154,110 +175,6 @@ __device__ __forceinline__ void load_gates(const PagedAttentionParams& p, int64_
                   ? __ldg(p.gate + (first + w.row[h]) * p.gate_row_stride + head)
                   : uint16_t{0};
   }
-}
-
-// kCsa: the page source, CSA (p.selected) or SWA (hopper_window_list).
-template <int D, bool kFp8, bool kCsa>
-__global__ void __launch_bounds__(hopper_threads(), 1)
-    hopper_tile_attention_kernel(const TileAttentionParams tp) {
-  // wgmma exists only on sm_90a: every other device target gets a body
-  // that traps (the schedule never picks this kernel there).
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  (void)tp;
-  __trap();
-#else
-  using Smem = HopperTileSmem<D>;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  // Atoms on 1024-byte boundaries (pointer arithmetic on the shared array,
-  // so accesses stay shared): the launch adds kAlignSlack bytes.
-  Smem& sm =
-      *reinterpret_cast<Smem*>(smem_raw + ((1024u - (attn::smem_addr(smem_raw) & 1023u)) & 1023u));
-  const PagedAttentionParams& p = tp.attn;
-  const int tid = static_cast<int>(threadIdx.x);
-  // The warpgroup broadcast from lane 0, so that ptxas keeps the Q
-  // descriptors made from it in uniform registers (uniform_stage_addr).
-  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
-  const int warp = (tid % 128) / 32, lane = tid % 32;
-  TileStart t = tile_of(tp);
-  const int g = t.g, count = t.count;
-  const int64_t first = t.first;
-  // Q's copies are the oldest cp.async group, complete by the mainloop's
-  // first barrier. The SWA kernels issue them before reading the tile's
-  // rows, whose loads then overlap them (an SWA tile's prologue is a third
-  // of its time); the CSA kernels issue them after, as the measured code
-  // did (in the fp8 kernel, at the register limit, moving them changed the
-  // mainloop's code).
-  if constexpr (!kCsa) hopper_stage_q<D>(p, first, count, g, sm);
-  read_tile_rows(p, t, sm);
-
-  HopperState<D> w;
-  w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
-  const float scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    w.scale_log2[h] = scale_log2;
-    w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
-    w.m[h] = -INFINITY;
-    w.l[h] = 0.0f;
-    w.hi[h] = sm.row_position[w.row[h]];
-    w.lo[h] = sm.row_low[w.row[h]];
-  }
-#pragma unroll
-  for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
-  // The bf16 kernel loads the gates now; the fp8 kernel, at its register
-  // limit, in the epilogue.
-  uint16_t gate[2];
-  if constexpr (!kFp8) load_gates<D>(p, first, count, g, w, gate);
-  if constexpr (kCsa) hopper_stage_q<D>(p, first, count, g, sm);  // see above
-  w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
-                               Smem::kQGroupBytes);
-
-  const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-  // Windows of window_regions() regions from the lowest attended one.
-  const TileKeys keys = tile_keys(t.live, sm);
-  if constexpr (kFp8) {
-    // The stage format (f16 or bf16) depends on Q, so the mainloop waits
-    // for Q's copy; the first window's list (for SWA and CSA up to 16K
-    // tokens of context, the only one) is built and prepared before that
-    // wait, while the copy is in flight.
-    int32_t first_length = 0;
-    if (keys.region_lo <= keys.region_hi) {
-      first_length =
-          hopper_window_list<kCsa>(p, first, t.live, t.request, keys, keys.region_lo, sm);
-    }
-    auto run = [&](auto f16) {
-#pragma unroll 1
-      for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
-        const int32_t length =
-            base == keys.region_lo
-                ? first_length
-                : hopper_window_list<kCsa>(p, first, t.live, t.request, keys, base, sm);
-        hopper_run_window<D, kFp8, decltype(f16)::value, kCsa>(p, kv_head, length, keys.key_lo,
-                                                               keys.key_hi, w, sm);
-      }
-    };
-    attn::cp_async_wait<0>();  // Q
-    __syncthreads();
-    if (hopper_q_to_f16<D>(sm)) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) w.scale_log2[h] *= sm.q_scale[w.row[h]][lane / 4];
-      run(std::true_type{});
-    } else {
-      run(std::false_type{});
-    }
-  } else {
-    // bf16 stages: the mainloop's first barrier waits for Q.
-#pragma unroll 1
-    for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
-      const int32_t length = hopper_window_list<kCsa>(p, first, t.live, t.request, keys, base, sm);
-      hopper_run_window<D, kFp8, false, kCsa>(p, kv_head, length, keys.key_lo, keys.key_hi, w, sm);
-    }
-  }
-  __syncthreads();  // sm.faulted complete; stage buffers free
-  const uint32_t bad = (t.wanted & ~t.live) | sm.faulted;
-  if constexpr (kFp8) load_gates<D>(p, first, count, g, w, gate);
-  hopper_store_tile<D>(p, first, count, g, kFp8 ? p.v_scale : 1.0f, bad, gate, w, sm);
-#endif
 }
 
 }  // namespace step5::cuda::tiled
