@@ -1,7 +1,7 @@
 // Pieces of the Hopper tile attention kernels (hopper_csa_kernel.cuh for CSA,
-// hopper_window_kernel.cuh for SWA) around their mainloop: the CTA's shared
-// memory, Q staged as wgmma A, the warpgroups' softmax state, the gates and
-// the epilogue's store. sm_90a only.
+// hopper_window_kernel.cuh for SWA) around their mainloop: the warpgroups'
+// softmax state, Q staged as wgmma A, the gates and the epilogue's store.
+// sm_90a only.
 #pragma once
 
 #include <cuda_runtime.h>
