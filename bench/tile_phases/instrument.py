@@ -118,11 +118,16 @@ sub('hopper_csa_kernel.cuh', """  hopper_stage_q<D>(p, first, count, g, sm);
   // (Written out""", """  hopper_stage_q<D>(p, first, count, g, sm);
   ph_mark(10);
   // (Written out""")
-sub('hopper_csa_kernel.cuh', """    attn::cp_async_wait<0>();  // Q
-    __syncthreads();""", """    ph_mark(2);
-    attn::cp_async_wait<0>();  // Q
-    __syncthreads();
-    ph_mark(6);""")
+sub('hopper_csa_kernel.cuh', """    hopper_run_in_q_format<D>(sm, lane, w, run);""", """    ph_mark(2);
+    hopper_run_in_q_format<D>(sm, lane, w, run);""")
+# fp8 (both kernels): mark 6 once Q has landed.
+sub('hopper_tile_io.cuh', include, include + '\n#include "cuda/tile_attention/ph.cuh"')
+sub('hopper_tile_io.cuh', """  attn::cp_async_wait<0>();
+  __syncthreads();
+  if (hopper_q_to_f16<D>(sm)) {""", """  attn::cp_async_wait<0>();
+  __syncthreads();
+  ph_mark(6);
+  if (hopper_q_to_f16<D>(sm)) {""")
 sub('hopper_csa_kernel.cuh', """      hopper_run_window<D, kFp8, false, true>(""", """      ph_mark(2);
       hopper_run_window<D, kFp8, false, true>(""")
 sub('hopper_csa_kernel.cuh', """  __syncthreads();  // sm.faulted complete; stage buffers free""",
@@ -151,10 +156,6 @@ sub('hopper_window_kernel.cuh', """    HopperState<D> w;
     hopper_init_state""", """    ph_set_item(work);
     HopperState<D> w;
     hopper_init_state""")
-sub('hopper_window_kernel.cuh', """      attn::cp_async_wait<0>();  // Q
-      __syncthreads();""", """      attn::cp_async_wait<0>();  // Q
-      __syncthreads();
-      ph_mark(6);""")
 sub('hopper_window_kernel.cuh', """    __syncthreads();  // stage buffers, Q, rows and lists free""",
     """    __syncthreads();  // stage buffers, Q, rows and lists free
     ph_mark(4);""")

@@ -47,19 +47,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   read_tile_rows(p, t, sm);
 
   HopperState<D> w;
-  w.rows = ((1u << hopper_rows_per_warpgroup()) - 1u) << (warpgroup * hopper_rows_per_warpgroup());
-  const float scale_log2 = p.softmax_scale * (kFp8 ? p.k_scale : 1.0f) * 1.4426950408889634f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    w.scale_log2[h] = scale_log2;
-    w.row[h] = warpgroup * hopper_rows_per_warpgroup() + 2 * warp + h;
-    w.m[h] = -INFINITY;
-    w.l[h] = 0.0f;
-    w.hi[h] = sm.row_position[w.row[h]];
-    w.lo[h] = sm.row_low[w.row[h]];
-  }
-#pragma unroll
-  for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
+  hopper_init_state<D, kFp8>(p, warpgroup, warp, sm, w);
   // The bf16 kernel loads the gates now; the fp8 kernel, at its register
   // limit, in the epilogue.
   uint16_t gate[2];
@@ -74,7 +62,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   w.desc_q = wgmma::sw128_desc(attn::smem_addr(sm.q) + warpgroup * Smem::kQWarpgroupBytes, 16,
                                Smem::kQGroupBytes);
 
-  const char* kv_head = static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
+  const char* kv_head = kv_of_group(p, g);
   // Windows of window_regions() regions from the lowest attended one.
   const TileKeys keys = tile_keys(t.live, sm);
   if constexpr (kFp8) {
@@ -96,15 +84,7 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
                                                                keys.key_hi, w, sm);
       }
     };
-    attn::cp_async_wait<0>();  // Q
-    __syncthreads();
-    if (hopper_q_to_f16<D>(sm)) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) w.scale_log2[h] *= sm.q_scale[w.row[h]][lane / 4];
-      run(std::true_type{});
-    } else {
-      run(std::false_type{});
-    }
+    hopper_run_in_q_format<D>(sm, lane, w, run);
   } else {
     // bf16 stages: the mainloop's first barrier waits for Q.
 #pragma unroll 1

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/attention/epilogue.cuh"
 #include "cuda/attention/ptx.cuh"
@@ -39,6 +40,11 @@ __device__ __forceinline__ void hopper_init_state(const PagedAttentionParams& p,
   }
 #pragma unroll
   for (int v = 0; v < D / 2; ++v) w.acc[v] = 0.0f;
+}
+
+// The KV cache bytes of group g (its blocks kv_block_stride apart).
+__device__ __forceinline__ const char* kv_of_group(const PagedAttentionParams& p, int g) {
+  return static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
 }
 
 // Copies the tile's Q into shared memory as wgmma A (K-major, swizzled
@@ -120,6 +126,24 @@ __device__ bool hopper_q_to_f16(Smem& sm) {
   if (part == 0) sm.q_scale[j][h] = pow2f(-shift);
   __syncthreads();
   return true;
+}
+
+// fp8 pages: waits for Q's copies (and every copy issued before the wait),
+// stages Q as scaled f16 where that is exact (hopper_q_to_f16) and runs
+// `run(std::true_type)` with the rows' logit scales corrected, else
+// `run(std::false_type)` (bf16 stages).
+template <int D, class Smem, class Run>
+__device__ __forceinline__ void hopper_run_in_q_format(Smem& sm, int lane, HopperState<D>& w,
+                                                       Run&& run) {
+  attn::cp_async_wait<0>();
+  __syncthreads();
+  if (hopper_q_to_f16<D>(sm)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) w.scale_log2[h] *= sm.q_scale[w.row[h]][lane / 4];
+    run(std::true_type{});
+  } else {
+    run(std::false_type{});
+  }
 }
 
 // Normalizes (v_scale / l: fp8 V is staged unscaled), gates (sigmoid of the head's gate) and rounds

@@ -33,10 +33,6 @@ struct WindowTile {
   int32_t first_length;  // entries of the first window's list (0: no live row)
 };
 
-__device__ __forceinline__ const char* kv_of_group(const PagedAttentionParams& p, int g) {
-  return static_cast<const char*>(p.kv) + int64_t{g} * p.kv_head_stride;
-}
-
 // Issues Q's copies (the oldest cp.async group), reads the rows, builds
 // the first window's list and issues its first stages' copies
 // (hopper_start_window; fp8 pages raw, widened once Q has decided the
@@ -107,15 +103,7 @@ __global__ void __launch_bounds__(hopper_threads(), hopper_ctas_per_sm())
               p, kv_head, list(base), keys.key_lo, keys.key_hi, w, sm, base == keys.region_lo);
         }
       };
-      attn::cp_async_wait<0>();  // Q
-      __syncthreads();
-      if (hopper_q_to_f16<D>(sm)) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) w.scale_log2[h] *= sm.q_scale[w.row[h]][lane / 4];
-        run(std::true_type{});
-      } else {
-        run(std::false_type{});
-      }
+      hopper_run_in_q_format<D>(sm, lane, w, run);
     } else {
 #pragma unroll 1
       for (int32_t base = keys.region_lo; base <= keys.region_hi; base += window_regions()) {
