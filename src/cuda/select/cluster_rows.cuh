@@ -107,40 +107,11 @@ __global__ void __launch_bounds__(kThreads, 1) select_cluster_kernel(SelectParam
   // 1,024-thread CTAs per group, more than the SMs left beside the rows'.
   if (p.summarize) summarize_of_cta(p, int64_t{blockIdx.y} * gridDim.x + blockIdx.x);
   if (local_row >= p.num_rows) return;
-  if (p.write_kv && first) write_kv_of_row(p, p.row_begin + local_row, g);
-  int32_t request = 0, position = 0;
-  const bool live = row_of(p.rows, p.row_begin + local_row, request, position);
-  const int32_t closed = position / 8;  // 0 for a padding row: all -1 below
-  if (p.write_ring && g == 0 && first && live) {
-    int32_t ring_position = 0;
-    if (ring_keeps(p.ring, request, p.row_begin + local_row, ring_position)) {
-      write_ring_row(p.ring, request, p.row_begin + local_row, ring_position,
-                     static_cast<int>(threadIdx.x), kThreads);
-    }
-  }
-  int32_t* out = p.selected + local_row * p.selected_stride_t + g * p.selected_stride_g;
   // The early ends are the same for every CTA of the cluster (one row).
-  if (closed <= p.topk) {
-    if (first) {
-      for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
-    }
-    return;
-  }
-  wait_for_previous_grid();
-  allow_next_grid();
-  if (closed > p.columns) {
-    // A context past the plan's, as in select.cuh.
-    if (first && threadIdx.x == 0 && g == 0) {
-      report_fault(p.guard, DeviceFault::beyond_plan, p.row_begin + local_row, position);
-    }
-    if (first && p.clear_row_max != nullptr && threadIdx.x == 0) {
-      p.clear_row_max[local_row * p.num_groups + g] = 0;
-    }
-    if (first) {
-      for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = -1;
-    }
-    return;
-  }
+  SelectRow row;
+  if (!select_row_start<kThreads>(p, local_row, g, first, row)) return;
+  const int32_t closed = row.closed;
+  int32_t* const out = row.out;
   const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
   const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
   // Parts in whole sample strides, so each sampled block lies in one part

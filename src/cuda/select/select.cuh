@@ -72,6 +72,70 @@ __device__ __forceinline__ void summarize_of_cta(const SelectParams& p, int64_t 
   }
 }
 
+// The row a select CTA works on, once select_row_start let it through.
+struct SelectRow {
+  int32_t closed;  // its closed regions, > K and <= the launch's columns
+  int32_t* out;    // its K output entries
+};
+
+// The start both select kernels share for row `local_row`, group g: the
+// cache work the launch carries for the row (write_kv, the ring row), the
+// rows that need no selection (at most K closed regions: all of them;
+// more than the launch scored: none, a context past the plan's, as a
+// fault) and the programmatic wait before any score is read. `writer`: this
+// CTA does the row's cache work and writes its output (a cluster's first
+// CTA; every CTA of select_kernel). Returns false when the row is done.
+template <int kThreads>
+__device__ __forceinline__ bool select_row_start(const SelectParams& p, int64_t local_row, int g,
+                                                 bool writer, SelectRow& row) {
+  // Launched programmatically, the CTA may run next to the indexer's last
+  // CTAs. Until the wait below it touches nothing the indexer reads or
+  // writes: the cache update this launch may carry (write_kv, summarize:
+  // one query row per request, so no row scores a region the step closes)
+  // and the ring write read the step's inputs and the ring as the last step
+  // left it; rows of at most K closed regions need no scores. The scores
+  // and row maxima are read only after the indexer's grid has ended. The
+  // attention launch after this one may then place its CTAs as these end.
+  if (p.write_kv && writer) write_kv_of_row(p, p.row_begin + local_row, g);
+  int32_t request = 0, position = 0;
+  const bool live = row_of(p.rows, p.row_begin + local_row, request, position);
+  const int32_t closed = position / 8;  // 0 for a padding row: all -1 below
+  if (p.write_ring && g == 0 && writer && live) {
+    int32_t ring_position = 0;
+    if (ring_keeps(p.ring, request, p.row_begin + local_row, ring_position)) {
+      write_ring_row(p.ring, request, p.row_begin + local_row, ring_position,
+                     static_cast<int>(threadIdx.x), kThreads);
+    }
+  }
+  int32_t* out = p.selected + local_row * p.selected_stride_t + g * p.selected_stride_g;
+  if (closed <= p.topk) {
+    if (writer) {
+      for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
+    }
+    return false;
+  }
+  wait_for_previous_grid();
+  allow_next_grid();
+  if (closed > p.columns) {
+    // More closed regions than were scored: a context past the plan's
+    // (device seq_lens grown in a graph replay). Nothing is selected and
+    // no score past the row's columns is read.
+    if (writer && threadIdx.x == 0 && g == 0) {
+      report_fault(p.guard, DeviceFault::beyond_plan, p.row_begin + local_row, position);
+    }
+    if (writer && p.clear_row_max != nullptr && threadIdx.x == 0) {
+      p.clear_row_max[local_row * p.num_groups + g] = 0;
+    }
+    if (writer) {
+      for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = -1;
+    }
+    return false;
+  }
+  row.closed = closed;
+  row.out = out;
+  return true;
+}
+
 // kLongRows: the instance for launches of long rows (select_long_columns),
 // whose rows longer than the list take one pass (long_rows.cuh).
 template <int kThreads, bool kLongRows>
@@ -89,51 +153,16 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
   const int32_t capacity = select_list_capacity(p.columns, p.short_columns, kLongRows);
   int32_t* const list_index = reinterpret_cast<int32_t*>(list_raw) + capacity;
 
-  // Launched programmatically, the CTA may run next to the indexer's last
-  // CTAs. Until the wait below it touches nothing the indexer reads or
-  // writes: the cache update this launch may carry (write_kv, summarize:
-  // one query row per request, so no row scores a region the step closes)
-  // and the ring write read the step's inputs and the ring as the last step
-  // left it; rows of at most K closed regions need no scores. The scores
-  // and row maxima are read only after the indexer's grid has ended. The
-  // attention launch after this one may then place its CTAs as these end.
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
   if (local_row >= p.num_rows) {
     summarize_of_cta(p, (local_row - p.num_rows) * p.num_groups + g);
     return;
   }
-  if (p.write_kv) write_kv_of_row(p, p.row_begin + local_row, g);
-  int32_t request = 0, position = 0;
-  const bool live = row_of(p.rows, p.row_begin + local_row, request, position);
-  const int32_t closed = position / 8;  // 0 for a padding row: all -1 below
-  if (p.write_ring && g == 0 && live) {
-    int32_t ring_position = 0;
-    if (ring_keeps(p.ring, request, p.row_begin + local_row, ring_position)) {
-      write_ring_row(p.ring, request, p.row_begin + local_row, ring_position,
-                     static_cast<int>(threadIdx.x), kThreads);
-    }
-  }
-  int32_t* out = p.selected + local_row * p.selected_stride_t + g * p.selected_stride_g;
-  if (closed <= p.topk) {
-    for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = i < closed ? i : -1;
-    return;
-  }
-  wait_for_previous_grid();
-  allow_next_grid();
-  if (closed > p.columns) {
-    // More closed regions than were scored: a context past the plan's
-    // (device seq_lens grown in a graph replay). Nothing is selected and
-    // no score past the row's columns is read.
-    if (threadIdx.x == 0 && g == 0) {
-      report_fault(p.guard, DeviceFault::beyond_plan, p.row_begin + local_row, position);
-    }
-    if (p.clear_row_max != nullptr && threadIdx.x == 0) {
-      p.clear_row_max[local_row * p.num_groups + g] = 0;
-    }
-    for (int32_t i = threadIdx.x; i < p.topk; i += kThreads) out[i] = -1;
-    return;
-  }
+  SelectRow row;
+  if (!select_row_start<kThreads>(p, local_row, g, true, row)) return;
+  const int32_t closed = row.closed;
+  int32_t* const out = row.out;
   const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
   const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
   constexpr int kStep = kThreads * kItems;
