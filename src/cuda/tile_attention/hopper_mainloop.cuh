@@ -209,24 +209,35 @@ __device__ __forceinline__ int32_t hopper_list_stages(int32_t length) {
   return (length + hopper_stage_regions() - 1) / hopper_stage_regions();
 }
 
+// The copies of list stage k (fp8 pages raw), or, when k is `past` the
+// list's stages, an empty cp.async group, so that every step commits one
+// group (bf16 waits count on that).
+template <bool kFp8, class Smem>
+__device__ __forceinline__ void hopper_issue_list_stage(const PagedAttentionParams& p,
+                                                        const char* kv_head, int32_t k, bool past,
+                                                        int32_t length, int32_t key_lo,
+                                                        int32_t key_hi, Smem& sm) {
+  if (past) {
+    attn::cp_async_commit();
+  } else if constexpr (kFp8) {
+    hopper_issue_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm);
+  } else {
+    hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
+  }
+}
+
 // The copies hopper_run_window issues before its first step, of list
-// stages [0, S - 2) (an empty cp.async group each past the list), issued
-// ahead by a caller that has other work for their flight time
-// (hopper_run_window with `started`). fp8 pages land raw: the format they
-// are widened to (Q's, f16 or bf16) is decided later, and hopper_run_window
-// widens them.
+// stages [0, S - 2), issued ahead by a caller that has other work for
+// their flight time (hopper_run_window with `started`). fp8 pages land
+// raw: the format they are widened to (Q's, f16 or bf16) is decided
+// later, and hopper_run_window widens them.
 template <bool kFp8, class Smem>
 __device__ void hopper_start_window(const PagedAttentionParams& p, const char* kv_head,
                                     int32_t length, int32_t key_lo, int32_t key_hi, Smem& sm) {
 #pragma unroll 1
   for (int32_t k = 0; k < Smem::kStages - 2; ++k) {
-    if (k >= hopper_list_stages(length)) {
-      attn::cp_async_commit();
-    } else if constexpr (kFp8) {
-      hopper_issue_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm);
-    } else {
-      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
-    }
+    hopper_issue_list_stage<kFp8>(p, kv_head, k, k >= hopper_list_stages(length), length, key_lo,
+                                  key_hi, sm);
   }
 }
 
@@ -254,18 +265,11 @@ __device__ void hopper_run_window(const PagedAttentionParams& p, const char* kv_
   constexpr int S = Smem::kStages;
   constexpr int R = hopper_stage_regions();
   static_assert(S >= 3, "a stage is read for two steps while the next one is copied");
-  const int32_t stages = (length + R - 1) / R;
+  const int32_t stages = hopper_list_stages(length);
   const bool lagging = static_cast<int>(threadIdx.x) >= 128;
-  // Copies of stage k (an empty group past the list, so that bf16's
-  // group count stays the step's), and fp8's widening once they landed.
+  // Copies of stage k, and fp8's widening once they landed.
   auto issue_copies = [&](int32_t k) {
-    if (k >= stages) {
-      attn::cp_async_commit();
-    } else if constexpr (kFp8) {
-      hopper_issue_stage_fp8(p, kv_head, k, length, key_lo, key_hi, sm);
-    } else {
-      hopper_issue_stage(p, kv_head, k, length, key_lo, key_hi, sm);
-    }
+    hopper_issue_list_stage<kFp8>(p, kv_head, k, k >= stages, length, key_lo, key_hi, sm);
   };
   auto widen = [&](int32_t k) {
     if constexpr (kFp8) {

@@ -25,7 +25,10 @@ namespace step5::cuda::tiled {
 // the bits of the rows that attend anything (live rows whose position the
 // block table holds; the others come out NaN, and are reported by one of
 // the tile's G work items: the group-0 one, its group `item_group` in a
-// persistent grid, else CTA blockIdx.x's).
+// persistent grid, else CTA blockIdx.x's). The two give the same group for
+// one CTA per item; passing the item's group there too changed the code
+// of every tile kernel (D = 192 cubins, thirty-first session), so the
+// one-CTA kernels keep the form they were measured with.
 template <class Smem>
 __device__ uint32_t load_tile_rows(const PagedAttentionParams& p, int64_t first, int count,
                                    Smem& sm, int32_t& request, int item_group = -1) {
