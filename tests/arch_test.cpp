@@ -329,6 +329,74 @@ TEST(Schedule, PersistentSwaTilesOnHopper) {
   }
 }
 
+// CSA tiles on the wgmma kernel: on the tile kernel outright where even
+// independent selections of the plan's context stay under the crossover of
+// the layer's KV dtype, decided tile by tile on the device past it (with
+// the choice's arrays after the split partials in the scratch), on the row
+// kernel where the choice's bitmap cannot hold a score row. Forced tiles
+// and portable devices (the mma.sync kernel) keep the plan's rule. (The
+// chunk's columns stay at K, so no indexer is scheduled: that would query
+// the GPU.)
+TEST(Schedule, CsaTilesChosenPerTilePastTheirWorstCase) {
+  LayerConfig c = g2_h16();
+  c.head_size = 192;
+  c.topk = 512;
+  StepPlan plan = decode_plan(2, 512);
+  plan.kind = StepKind::mixed;
+  plan.query_start = {0, 1, 2};
+  plan.row_tiles = {0, 2};
+  cuda_testing::DeviceInfo device = sm89_device();
+  device.major = 9;
+  device.minor = 0;
+  device.sm_count = 132;
+  device.max_smem_per_block = kSm90Smem;
+  device.path = cuda_testing::KernelPath::hopper;
+  auto schedule = [&](int32_t closed, DType kv) {
+    plan.max_closed = closed;
+    plan.score_stride = closed;
+    c.kv_dtype = kv;
+    return cuda_testing::schedule_layer(device, plan, c);
+  };
+  // 32K tokens: independent selections' union ~7.1 K, under bf16's 11.5 K.
+  LayerSchedule s = schedule(4096, DType::bf16);
+  EXPECT_TRUE(s.tiled_attention && s.tile_wgmma);
+  EXPECT_EQ(s.tile_union_crossover, 0.0f);
+  // fp8 rows cost half: past its 4.7 K the device decides.
+  s = schedule(4096, DType::fp8_e4m3);
+  EXPECT_TRUE(s.tiled_attention && s.tile_wgmma);
+  EXPECT_FLOAT_EQ(s.tile_union_crossover, 4.7f);
+  EXPECT_EQ(s.tile_choice_offset % 256, 0u);
+  EXPECT_GE(s.scratch_bytes, s.tile_choice_offset + 2 * 256);
+  // 128K tokens (union ~12.7 K): bf16 decides per tile too, unless the
+  // plan options raise the crossover.
+  s = schedule(16384, DType::bf16);
+  EXPECT_FLOAT_EQ(s.tile_union_crossover, 11.5f);
+  plan.tile_union_crossover = 20.0;
+  s = schedule(16384, DType::bf16);
+  EXPECT_TRUE(s.tiled_attention);
+  EXPECT_EQ(s.tile_union_crossover, 0.0f);
+  plan.tile_union_crossover = 0.0;
+  // Score rows past the bitmap: rows.
+  s = schedule(cuda_testing::tile_choice_max_regions() + 4, DType::bf16);
+  EXPECT_FALSE(s.tiled_attention);
+  EXPECT_EQ(s.tile_union_crossover, 0.0f);
+  // Forced tiles never wait for a choice.
+  plan.tile_attention = TileAttention::always;
+  s = schedule(16384, DType::fp8_e4m3);
+  EXPECT_TRUE(s.tiled_attention);
+  EXPECT_EQ(s.tile_union_crossover, 0.0f);
+  plan.tile_attention = TileAttention::automatic;
+  // The mma.sync kernel keeps the plan's rule (union 3 K): 8K in tiles,
+  // 32K on the row kernel, never a per-tile choice.
+  device = sm89_device();
+  c.head_size = 64;  // tiles that fit its 99 KB
+  s = schedule(1024, DType::bf16);
+  EXPECT_TRUE(s.tiled_attention && !s.tile_wgmma);
+  s = schedule(4096, DType::bf16);
+  EXPECT_FALSE(s.tiled_attention);
+  EXPECT_EQ(s.tile_union_crossover, 0.0f);
+}
+
 // Programmatic dependent launch (griddepcontrol) exists from sm_90: the
 // CSA schedule asks for it there, and never for SWA layers.
 TEST(Schedule, ProgrammaticLaunchFromSm90) {

@@ -82,6 +82,11 @@ struct PlanOptions {
   // At most 2^31 - 1 (positions are i32).
   int64_t max_context = 0;
   TileAttention tile_attention = TileAttention::automatic;
+  // cuda, automatic tiles: the union of selected regions per row and K up
+  // to which a CSA tile runs on the tile kernel rather than its rows on the
+  // row kernel (the device decides tile by tile where the plan cannot).
+  // 0: the backend's measured crossover for the layer's KV dtype.
+  double tile_union_crossover = 0.0;
 };
 
 // How one layer runs this step, decided once by the backend's planner from
@@ -113,6 +118,13 @@ struct LayerSchedule {
   // The tiles run the sm_90a (wgmma) tile kernel (Hopper, H/G = 8)
   // instead of the mma.sync one.
   bool tile_wgmma = false;
+  // CSA tiles on the wgmma kernel decided one by one on the device, after
+  // the selection: a tile runs on the tile kernel when the union of its
+  // rows' selected regions, per row and K, is at most this; else its rows
+  // go to the row kernel. 0: every planned tile runs on the tile kernel
+  // (the plan's choice: even independent selections stay under it).
+  float tile_union_crossover = 0.0f;
+  size_t tile_choice_offset = 0;  // its arrays' bytes into the backend scratch
   // SWA tiles on the wgmma kernel: CTAs of its persistent grid (the SM
   // count: one CTA fills an SM), which prepares a CTA's next tile while
   // the current one's epilogue runs. 0 otherwise.
@@ -247,6 +259,7 @@ struct StepPlan {
   std::vector<int32_t> row_position;  // [n]
 
   TileAttention tile_attention = TileAttention::automatic;  // PlanOptions::tile_attention
+  double tile_union_crossover = 0.0;                        // PlanOptions::tile_union_crossover
   // Mixed steps (unless TileAttention::never): rows of requests with at
   // least 8 query rows in tiles of up to 16 consecutive rows of one request
   // (never across a scoring chunk), for the cuda tile attention kernel; the

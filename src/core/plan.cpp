@@ -1,6 +1,7 @@
 #include "core/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/check.h"
@@ -364,6 +365,9 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   require(options.max_context >= 0 && options.max_context <= std::numeric_limits<int32_t>::max(),
           kBad, "plan options.max_context: expected 0..2^31-1 tokens, got ", options.max_context);
   require(options.max_score_bytes > 0, kBad, "plan options.max_score_bytes: expected > 0, got 0");
+  require(std::isfinite(options.tile_union_crossover) && options.tile_union_crossover >= 0.0, kBad,
+          "plan options.tile_union_crossover: expected a finite value >= 0, got ",
+          options.tile_union_crossover);
 
   // One step has one slot mapping and one block table, so every layer it
   // serves shares the block size.
@@ -397,6 +401,7 @@ StepPlan build_plan(const StepDesc& step, const std::vector<LayerConfig>& layers
   plan.max_blocks = R > 0 ? static_cast<int32_t>(step.block_table.shape[1]) : 0;
   plan.seq_lens_upper_bound = step.seq_lens_upper_bound;
   plan.tile_attention = options.tile_attention;
+  plan.tile_union_crossover = options.tile_union_crossover;
   read_rows(step, spec_tokens, block_size, plan);
   plan.context_capacity = std::max(plan.max_seq_len, static_cast<int32_t>(options.max_context));
   read_cache_ids(step, any_csa, block_size, plan);

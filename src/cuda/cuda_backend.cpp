@@ -10,6 +10,7 @@
 #include "cuda/common/device.h"
 #include "cuda/forward.h"
 #include "cuda/schedule.h"
+#include "cuda/tile_attention/tile_choice.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -61,9 +62,14 @@ class CudaBackend final : public Backend {
     return detail::workspace_bound(
         layers, limits, options,
         [this](const LayerConfig& layer, const StepLimits& l, const PlanOptions&) {
-          const PagedAttentionBytes most =
-              paged_attention_max_bytes(layer, std::max<int64_t>(l.max_tokens, 1), info_.sm_count);
-          return detail::BackendBytes{most.scratch, most.counters};
+          const int64_t rows = std::max<int64_t>(l.max_tokens, 1);
+          const PagedAttentionBytes most = paged_attention_max_bytes(layer, rows, info_.sm_count);
+          size_t scratch = most.scratch;
+          if (csa_tiles_may_be_chosen(info_, layer)) {
+            // The per-tile choice's arrays after the partials (schedule.cpp).
+            scratch = detail::align_up(scratch, detail::kWorkspaceAlign) + tile_choice_bytes(rows);
+          }
+          return detail::BackendBytes{scratch, most.counters};
         });
   }
 

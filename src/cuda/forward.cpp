@@ -7,6 +7,7 @@
 #include "cuda/common/check.h"
 #include "cuda/summaries/launch.h"
 #include "cuda/tile_attention/params.h"
+#include "cuda/tile_attention/tile_choice.h"
 #include "cuda/views.h"
 
 namespace step5::cuda {
@@ -69,10 +70,48 @@ TensorView chunk_selection(const LayerConfig& config, const StepPlan& plan, cons
                                 {chunk.size(), config.num_kv_heads, config.topk}, kDev);
 }
 
+// The per-tile choice of a CSA chunk (LayerSchedule::tile_union_crossover):
+// which of `tiles` run on the tile kernel, and the row kernel's list of
+// the chunk's rows (-1 for a row of a running tile), in the backend scratch.
+struct ChosenTiles {
+  const int32_t* tile_runs = nullptr;
+  const int32_t* row_list = nullptr;
+};
+
+ChosenTiles choose_tiles(const LayerConfig& config, const LayerSchedule& schedule,
+                         const StepPlan& plan, const int32_t* meta, RowRange range, RowRange tiles,
+                         RowRange untiled, const TensorView& selected, Workspace ws,
+                         cudaStream_t stream) {
+  const int64_t n = plan.num_tokens;
+  auto* runs = at<int32_t>(ws, plan.workspace.scratch_offset + schedule.tile_choice_offset);
+  TileChoiceParams p;
+  p.selected = static_cast<const int32_t*>(selected.data);
+  p.selected_row_stride = selected.stride[0];
+  p.selected_group_stride = selected.stride[1];
+  p.row_begin = range.begin;
+  p.num_rows = range.size();
+  p.num_groups = config.num_kv_heads;
+  p.topk = config.topk;
+  p.tiles = meta + 3 * n + 2 * tiles.begin;
+  p.num_tiles = static_cast<int32_t>(tiles.size());
+  p.untiled = meta + 2 * n + untiled.begin;
+  p.num_untiled = untiled.size();
+  p.bitmap_regions =
+      static_cast<int32_t>(detail::align_up(static_cast<size_t>(plan.score_stride), 32));
+  p.crossover = schedule.tile_union_crossover;
+  p.tile_runs = runs;
+  // tile_choice_bytes(): tile_runs for up to chunk_rows tiles, then the list.
+  p.row_list = runs + tile_choice_bytes(plan.chunk_rows) / 2 / sizeof(int32_t);
+  launch_tile_choice(p, stream);
+  return {p.tile_runs, p.row_list};
+}
+
 // Attention of rows `range`: with a tiled schedule, the plan's tiles
 // `tiles` by the tile kernel and its untiled rows `untiled` by the row
 // kernel (which also zeroes the padding rows); else every row by the row
-// kernel.
+// kernel. With a per-tile choice, a launch between the selection and the
+// tile kernel first decides which tiles run as tiles; the row kernel then
+// takes every other row of the range.
 void attend(const LayerConfig& config, const LayerSchedule& schedule, const StepDesc& step,
             const StepPlan& plan, const RowMeta& rows, RowRange range, RowRange tiles,
             RowRange untiled, TensorView query, TensorView gate, const KVCacheView& kv,
@@ -82,13 +121,27 @@ void attend(const LayerConfig& config, const LayerSchedule& schedule, const Step
     const int32_t* meta = at<const int32_t>(ws, plan.workspace.row_meta_offset);
     const int64_t n = plan.num_tokens;
     if (tiles.size() > 0) {
-      launch_tile_attention(
+      TileAttentionParams tp =
           tile_attention_params(config, schedule, step, rows, range, query, gate, kv, target,
-                                meta + 3 * n + 2 * tiles.begin, tiles.size(), status),
-          stream);
+                                meta + 3 * n + 2 * tiles.begin, tiles.size(), status);
+      if (schedule.tile_union_crossover > 0.0f) {
+        // A plain launch, which ends before the tile kernel starts. The
+        // row kernel reads its list before its programmatic wait: safe
+        // only because the plain tile launch sits between the two.
+        const ChosenTiles chosen = choose_tiles(config, schedule, plan, meta, range, tiles, untiled,
+                                                target.selected, ws, stream);
+        tp.tile_runs = chosen.tile_runs;
+        target.row_list = chosen.row_list;
+        target.list_rows = range.size();
+      } else {
+        target.row_list = meta + 2 * n + untiled.begin;
+        target.list_rows = untiled.size();
+      }
+      launch_tile_attention(tp, stream);
+    } else {
+      target.row_list = meta + 2 * n + untiled.begin;
+      target.list_rows = untiled.size();
     }
-    target.row_list = meta + 2 * n + untiled.begin;
-    target.list_rows = untiled.size();
   }
   launch_paged_attention(
       attention_params(config, schedule, step, rows, range, query, gate, kv, target, status),

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/plan.h"
 #include "cuda/attention/launch.h"
 #include "cuda/heuristics.h"
 #include "cuda/indexer/params.h"
@@ -10,6 +11,7 @@
 #include "cuda/tile_attention/heuristics.h"
 #include "cuda/tile_attention/hopper_geometry.h"
 #include "cuda/tile_attention/params.h"
+#include "cuda/tile_attention/tile_choice.h"
 
 namespace step5::cuda {
 
@@ -98,18 +100,35 @@ bool tile_wgmma(const DeviceInfo& device, const LayerConfig& c) {
          tile_attention_wgmma_supports(c, device.max_smem_per_block);
 }
 
-// Whether the plan's row tiles go to the tile kernel for this layer
-// (`wgmma`: the one that would run them).
-bool tiled_attention(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c,
-                     bool wgmma) {
+// How the plan's row tiles run for this layer (`wgmma`: on the kernel that
+// would run them): `tiled` false sends every row to the row kernel; a
+// crossover > 0 has the device decide tile by tile (tile_choice.h).
+struct TileRule {
+  bool tiled = false;
+  float crossover = 0.0f;
+};
+
+TileRule tile_rule(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c,
+                   bool wgmma) {
   if (plan.row_tiles.empty() || !tile_attention_supports(c, device.max_smem_per_block)) {
-    return false;
+    return {};
   }
-  if (plan.tile_attention == TileAttention::always || c.kind == LayerKind::swa) return true;
-  return tiled::csa_tiles_pay(plan.max_closed, c.topk, wgmma);
+  if (plan.tile_attention == TileAttention::always || c.kind == LayerKind::swa) return {true};
+  const double crossover = plan.tile_union_crossover > 0.0
+                               ? plan.tile_union_crossover
+                               : tiled::tile_union_crossover_wgmma(c.kv_dtype == DType::fp8_e4m3);
+  switch (tiled::csa_tiles(plan.max_closed, c.topk, wgmma, crossover, plan.score_stride)) {
+    case tiled::CsaTiles::tiles: return {true};
+    case tiled::CsaTiles::per_tile: return {true, static_cast<float>(crossover)};
+    default: return {};
+  }
 }
 
 }  // namespace
+
+bool csa_tiles_may_be_chosen(const DeviceInfo& device, const LayerConfig& config) {
+  return config.kind == LayerKind::csa && tile_wgmma(device, config);
+}
 
 LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, const LayerConfig& c) {
   require_paged_attention_supports(c);
@@ -121,8 +140,15 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
   s.scratch_bytes = paged_attention_scratch_bytes(c, rows, s.attention_splits);
   s.counters_bytes = paged_attention_counters_bytes(c, rows, s.attention_splits);
   const bool wgmma = tile_wgmma(device, c);
-  s.tiled_attention = tiled_attention(device, plan, c, wgmma);
+  const TileRule tiles = tile_rule(device, plan, c, wgmma);
+  s.tiled_attention = tiles.tiled;
   s.tile_wgmma = s.tiled_attention && wgmma;
+  s.tile_union_crossover = tiles.crossover;
+  if (s.tile_union_crossover > 0.0f) {
+    // The choice's arrays follow the split partials in the backend scratch.
+    s.tile_choice_offset = detail::align_up(s.scratch_bytes, detail::kWorkspaceAlign);
+    s.scratch_bytes = s.tile_choice_offset + tile_choice_bytes(plan.chunk_rows);
+  }
   if (s.tile_wgmma && c.kind == LayerKind::swa) {
     s.tile_ctas = device.sm_count * tiled::hopper_ctas_per_sm();
   }

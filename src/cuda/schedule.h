@@ -12,4 +12,8 @@ namespace step5::cuda {
 LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
                              const LayerConfig& config);
 
+// Whether a plan may have `config`'s CSA tiles decided on the device
+// (LayerSchedule::tile_union_crossover), whose arrays take backend scratch.
+bool csa_tiles_may_be_chosen(const DeviceInfo& device, const LayerConfig& config);
+
 }  // namespace step5::cuda

@@ -316,6 +316,7 @@ StepOutput LayerSession::run(const StepInput& in) {
   PlanOptions plan_options;
   if (s.options.max_score_bytes > 0) plan_options.max_score_bytes = s.options.max_score_bytes;
   plan_options.tile_attention = s.options.tile_attention;
+  plan_options.tile_union_crossover = s.options.tile_union_crossover;
   const Clock::time_point t0 = Clock::now();
   const StepPlan plan = s.backend.plan(step.desc, {c}, plan_options);
   const Clock::time_point t1 = Clock::now();

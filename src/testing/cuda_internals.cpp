@@ -7,6 +7,7 @@
 #include "cuda/attention/tiles.h"
 #include "cuda/common/arch.h"
 #include "cuda/select/bins.h"
+#include "cuda/tile_attention/heuristics.h"
 #if defined(STEP5_HAVE_CUDA)
 #include "cuda/attention/fill.h"
 #include "cuda/attention/launch.h"
@@ -14,6 +15,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/kv_write/params.h"
 #include "cuda/schedule.h"
+#include "cuda/tile_attention/tile_choice.h"
 #endif
 
 namespace step5::cuda_testing {
@@ -74,6 +76,10 @@ int select_sample_stride() {
   return cuda::select_sample_stride();
 }
 
+int32_t tile_choice_max_regions() {
+  return cuda::tiled::tile_choice_max_regions();
+}
+
 int select_bins() {
   return cuda::select_bins();
 }
@@ -121,6 +127,29 @@ bool cuda_backend_available(int device_id, std::string* why) {
 
 std::string cuda_backend_summary(const Backend& backend) {
   return cuda::cuda_backend_summary(backend);
+}
+
+void launch_tile_choice(const int32_t* selected, int64_t rows, int groups, int topk,
+                        int64_t row_begin, const int32_t* tiles, int32_t num_tiles,
+                        const int32_t* untiled, int64_t num_untiled, int32_t bitmap_regions,
+                        float crossover, int32_t* tile_runs, int32_t* row_list, Stream stream) {
+  cuda::TileChoiceParams p;
+  p.selected = selected;
+  p.selected_row_stride = int64_t{groups} * topk;
+  p.selected_group_stride = topk;
+  p.row_begin = row_begin;
+  p.num_rows = rows;
+  p.num_groups = groups;
+  p.topk = topk;
+  p.tiles = tiles;
+  p.num_tiles = num_tiles;
+  p.untiled = untiled;
+  p.num_untiled = num_untiled;
+  p.bitmap_regions = bitmap_regions;
+  p.crossover = crossover;
+  p.tile_runs = tile_runs;
+  p.row_list = row_list;
+  cuda::launch_tile_choice(p, cuda::to_cuda_stream(stream));
 }
 
 void launch_fp8_convert(const float* in, uint8_t* out, int64_t count, Stream stream) {

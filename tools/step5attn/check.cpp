@@ -41,6 +41,7 @@ struct Case {
   int64_t padding = 0;
   size_t max_score_bytes = 0;  // SessionOptions::max_score_bytes
   TileAttention tiles = TileAttention::automatic;
+  double tile_union_crossover = 0.0;  // SessionOptions::tile_union_crossover
   // Decode cases: zero index weights, so every score is 0 and selection is
   // decided by ties alone (lowest regions first).
   bool tied_scores = false;
@@ -57,6 +58,13 @@ void widen_query_range(const LayerConfig& c, std::vector<uint16_t>& query) {
     uint16_t& x = query[h * D + h % D];
     x = float_to_bf16(bf16_to_float(x) * 0x1p-60f);
   }
+}
+
+// CSA tiles decided one by one on the device at this crossover.
+Case chosen_tiles_case(Case k, double crossover) {
+  k.name += " tiles chosen";
+  k.tile_union_crossover = crossover;
+  return k;
 }
 
 Case wide_query_case(Case k) {
@@ -236,6 +244,17 @@ std::vector<Case> cases() {
                     scenario(2, 60, 300, true), 0),
       scenario_case("swa G1 H8 D128 B16 W40 tiles", swa(1, 8, 128, 16, 40, bf, 0),
                     scenario(2, 60, 200, true), 0),
+      // Tiles decided on the device (the wgmma kernel on Hopper) at a
+      // crossover of 1.2 K: a prompt's early tiles (every closed region
+      // selected, union <= K) stay tiles, its later ones (union ~2 K) go
+      // to the row kernel, in the same launches.
+      chosen_tiles_case(scenario_case("csa G2 H16 D64 B16 K16", csa(2, 8, 64, 16, 16, bf, f8, 0),
+                                      scenario(2, 60, 300, true), 0),
+                        1.2),
+      chosen_tiles_case(
+          scenario_case("csa G2 H16 D64 B16 K16 kv=fp8", csa(2, 8, 64, 16, 16, f8, f8, 0),
+                        scenario(2, 60, 300, true), 0),
+          1.2),
       scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles", csa(2, 8, 64, 16, 16, f8, f8, 0),
                     scenario(2, 60, 300, true), 0),
       wide_query_case(scenario_case("csa G2 H16 D64 B16 K16 kv=fp8 tiles",
@@ -300,6 +319,7 @@ void run_scenario_case(Backend& cpu, Backend& cuda, const Case& k, Tally& tally)
   opt.padding_rows = 2;
   opt.max_score_bytes = k.max_score_bytes;
   opt.tile_attention = k.tiles;
+  opt.tile_union_crossover = k.tile_union_crossover;
   sim::LayerSession a(cpu, k.config, opt), b(cuda, k.config, opt);
   for (int i = 0; !sc.done(); ++i) {
     sim::ScenarioStep step = sc.next();

@@ -58,6 +58,10 @@ int select_bins();
 int32_t select_sample_first(int32_t b);
 int select_sample_stride();
 
+// Score columns up to which CSA tiles may be decided one by one on the
+// device (the choice's bitmap).
+int32_t tile_choice_max_regions();
+
 #if defined(STEP5_HAVE_CUDA)
 // The stages the plan takes for `config` on a GPU with `max_smem` bytes of
 // opt-in shared memory per block; Error(unsupported) when none fits.
@@ -85,6 +89,18 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan,
 bool cuda_backend_available(int device_id, std::string* why);
 // One line for logs: the GPU, its limits and the kernel set `backend` runs.
 std::string cuda_backend_summary(const Backend& backend);
+
+// The CSA per-tile choice (src/cuda/tile_attention/tile_choice.h) over a
+// chunk's selection of `rows` step rows from `row_begin`: selected i32
+// [rows, G, K] device; tiles i32 [num_tiles, 2] device (first step row,
+// row count); untiled i32 [num_untiled] device (may be null when 0);
+// writes tile_runs i32 [num_tiles] (1: the tile kernel runs the tile) and
+// row_list i32 [rows] (the row, or -1 for a row of a running tile).
+// Regions >= bitmap_regions (a multiple of 32) are not counted.
+void launch_tile_choice(const int32_t* selected, int64_t rows, int groups, int topk,
+                        int64_t row_begin, const int32_t* tiles, int32_t num_tiles,
+                        const int32_t* untiled, int64_t num_untiled, int32_t bitmap_regions,
+                        float crossover, int32_t* tile_runs, int32_t* row_list, Stream stream);
 
 // The kv write's f32 -> e4m3 conversion on the device, `count` values.
 // in: f32 [count] device; out: u8 [count] device.

@@ -71,6 +71,9 @@ struct SessionOptions {
   // - PlanOptions::tile_attention (always: the tile kernel on every layer
   //   it serves, whatever the heuristic would choose).
   TileAttention tile_attention = TileAttention::automatic;
+  // - PlanOptions::tile_union_crossover (low values have the cuda backend
+  //   decide CSA tiles one by one on the device, some each way).
+  double tile_union_crossover = 0.0;
 };
 
 // Bytes a LayerSession with these options allocates for its cache and

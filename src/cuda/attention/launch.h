@@ -46,7 +46,8 @@ struct PagedAttentionParams {
   // row_begin).
   int64_t row_begin = 0;
   int64_t num_rows = 0;
-  const int32_t* row_list = nullptr;  // i32 [num_rows] device; may be null (all rows)
+  const int32_t* row_list = nullptr;  // i32 [num_rows] device; may be null (all rows); a -1
+                                      // entry is a row this launch skips (the tile kernel's)
 
   // Row -> (request, position); see cuda/common/rows.h. All device pointers.
   RowMeta rows;

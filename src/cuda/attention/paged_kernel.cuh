@@ -37,8 +37,9 @@ __global__ void __launch_bounds__(attention_threads())
 
   RowWork w;
   if (!locate_row(p, num_splits, w)) {
-    // A padding row: zeros from the first split (or left to the caller).
-    if (w.split == 0 && p.zero_padding_rows) zero_group_rows<D>(p, w.t, w.g, hpg);
+    // A padding row: zeros from the first split (or left to the caller). A
+    // row of the tile kernel (w.t < 0) is left to it.
+    if (w.split == 0 && p.zero_padding_rows && w.t >= 0) zero_group_rows<D>(p, w.t, w.g, hpg);
     return;
   }
   // Launched programmatically (after the selection): a padding row's zeros

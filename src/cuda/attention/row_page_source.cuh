@@ -112,7 +112,8 @@ __device__ __forceinline__ int32_t block_token(const PagedAttentionParams& p, in
 }
 
 // The CTA's (row, group, split) and the row's request and position; false
-// for a padding row (no request), which the caller zeros or leaves.
+// for a padding row (no request), which the caller zeros or leaves, and for
+// a -1 entry of the row list (a row the tile kernel computes: w.t < 0).
 // Splits vary fastest, then rows, then groups: the CTAs resident at one
 // time read one group's pages, so rows of one request that share pages
 // (prefill chunks, verify) find them in L2 instead of every group's pages
@@ -125,7 +126,7 @@ __device__ __forceinline__ bool locate_row(const PagedAttentionParams& p, int nu
   w.g = static_cast<int>(cta / p.num_rows);
   w.local = cta % p.num_rows;
   w.t = p.row_list != nullptr ? int64_t{__ldg(p.row_list + w.local)} : p.row_begin + w.local;
-  return row_of(p.rows, w.t, w.request, w.pos);
+  return w.t >= 0 && row_of(p.rows, w.t, w.request, w.pos);
 }
 
 // Step row t's K and V of group g into the cache (PagedAttentionParams::

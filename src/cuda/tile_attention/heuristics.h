@@ -22,15 +22,24 @@ namespace step5::cuda::tiled {
 constexpr double max_union_over_topk() {
   return 3.0;
 }
-// The same crossing for the sm_90a (wgmma) tile kernel, whose cost per
-// union region is lower: at 8K (union 2 K) its CSA layer takes 2.21 ms
-// against the row kernel's 5.3 ms; the first version of the kernel
-// already beat the row kernel at 32K correlated (7.23 against 9.77 ms)
-// and lost at 32K independent (union 7.1 K: 11.90 against 11.24 ms), and
-// the kernel has since run 1.6x faster, so the limit takes 32K in
-// (docs/benchmarks.md, sixth session, for the measured crossing).
-constexpr double max_union_over_topk_wgmma() {
-  return 9.0;
+// The same crossing for the sm_90a (wgmma) tile kernel, in union regions
+// per row and K: a tile's cost per union region is lower there, and the
+// row kernel's cost depends on the KV dtype. From the twenty-fifth
+// session's H100 sweep (2,048-row chunks, D = 192, H/G = 8, K = 512;
+// docs/benchmarks.md, thirty-second session): the tile layer costs ~0.80
+// ms (bf16) / ~0.92 ms (fp8) per unit of union ratio, the row kernel
+// ~10.0 ms (bf16) / ~4.7 ms (fp8) whatever the union, so the two cross
+// near a union of 11.5 K (bf16) and 4.7 K (fp8 rows read half the bytes).
+// PlanOptions::tile_union_crossover overrides these.
+constexpr double tile_union_crossover_wgmma(bool fp8) {
+  return fp8 ? 4.7 : 11.5;
+}
+
+// Regions a per-tile choice counts in its shared-memory bitmap (one bit a
+// region, 48 KB of static shared memory): contexts up to 3M tokens.
+// Longer score rows keep the plan's static rule.
+constexpr int tile_choice_max_regions() {
+  return 12032 * 32;
 }
 
 inline double expected_union(int64_t closed, int topk) {
@@ -39,9 +48,26 @@ inline double expected_union(int64_t closed, int topk) {
   return c * (1.0 - std::pow(1.0 - static_cast<double>(topk) / c, tile_rows()));
 }
 
-inline bool csa_tiles_pay(int64_t closed, int topk, bool wgmma) {
-  const double limit = wgmma ? max_union_over_topk_wgmma() : max_union_over_topk();
-  return expected_union(closed, topk) <= limit * topk;
+// How a CSA layer's planned tiles run. The plan knows only the context: a
+// tile's cost follows the union of its rows' selections, which the
+// selection decides on the device.
+enum class CsaTiles : uint8_t {
+  rows,      // every row to the row kernel
+  tiles,     // every planned tile to the tile kernel
+  per_tile,  // each tile decided on the device from its rows' union
+};
+
+// `crossover`: union regions per row and K up to which a tile beats its
+// rows on the row kernel. Tiles outright while even independent
+// selections stay under it; past it each tile is decided on the device
+// (wgmma kernel only, whose crossovers were measured, and score rows that
+// fit the choice's bitmap); else the limit of max_union_over_topk().
+inline CsaTiles csa_tiles(int64_t closed, int topk, bool wgmma, double crossover,
+                          int64_t score_columns) {
+  const double limit = wgmma ? crossover : max_union_over_topk();
+  if (expected_union(closed, topk) <= limit * topk) return CsaTiles::tiles;
+  if (wgmma && score_columns <= tile_choice_max_regions()) return CsaTiles::per_tile;
+  return CsaTiles::rows;
 }
 
 }  // namespace step5::cuda::tiled

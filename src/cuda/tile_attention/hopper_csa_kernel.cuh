@@ -28,6 +28,9 @@ __global__ void __launch_bounds__(hopper_threads(), 1)
   (void)tp;
   __trap();
 #else
+  // A tile the choice sent to the row kernel (tile_choice.h): written by a
+  // launch that ended before this one started.
+  if (tp.tile_runs != nullptr && tp.tile_runs[blockIdx.x / tp.attn.num_kv_heads] == 0) return;
   using Smem = HopperTileSmem<D>;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   // Atoms on 1024-byte boundaries (pointer arithmetic on the shared array,

@@ -88,6 +88,9 @@ void launch_tile_attention(const TileAttentionParams& p, cudaStream_t stream) {
           "tile attention (wgmma): expected H/G = 8, got ", hpg);
   require(!p.wgmma || a.selected != nullptr || p.ctas > 0, bad,
           "tile attention (wgmma, SWA): expected a persistent grid of ctas > 0, got ", p.ctas);
+  require(p.tile_runs == nullptr || (p.wgmma && a.selected != nullptr), bad,
+          "tile attention: per-tile decisions (tile_runs) expected only for CSA tiles on the "
+          "wgmma kernel");
   if (p.num_tiles == 0) return;
   switch (a.head_size) {
     case 64: tiled::run_tiles<64>(p, stream); break;

@@ -35,6 +35,10 @@ struct TileAttentionParams {
   const int32_t* tiles = nullptr;  // i32 [num_tiles, 2] device; not null when num_tiles > 0:
                                    // first step row, row count (1..16), rows of one request
   int32_t num_tiles = 0;
+  // CSA on the sm_90a kernel, when each tile was decided on the device
+  // (tile_choice.h): tile i runs only where tile_runs[i] != 0, its rows
+  // going to the row kernel otherwise. May be null: every tile runs.
+  const int32_t* tile_runs = nullptr;  // i32 [num_tiles] device
   // The sm_90a kernels (hopper_csa_kernel.cuh, hopper_window_kernel.cuh: wgmma,
   // H/G = 8) instead of the mma.sync one; the schedule's choice
   // (LayerSchedule::tile_wgmma).
