@@ -98,23 +98,20 @@ TEST(CudaTileChoice, TilesDecidedByTheirUnion) {
   // Tile 2: 8 rows, where the rule reads 16 U <= 1.5 x 8 x 8 x 2 = 192:
   // group 0 selects regions 0..3 (and -1), group 1 regions 50..57, so U =
   // 4 + 8 = 12, exactly at the crossover: runs.
-  add_tile(8);
-  const int64_t tile2 = c.row_begin + 35;
-  for (int64_t r = 0; r < 8; ++r) {
-    for (int k = 0; k < kTopk; ++k) {
-      c.entries(tile2 + r, 0)[k] = k < 4 ? k : -1;
-      c.entries(tile2 + r, 1)[k] = 50 + k;
+  auto add_union_12 = [&]() {
+    const int64_t first = t;
+    add_tile(8);
+    for (int64_t r = first; r < first + 8; ++r) {
+      for (int k = 0; k < kTopk; ++k) {
+        c.entries(r, 0)[k] = k < 4 ? k : -1;
+        c.entries(r, 1)[k] = 50 + k;
+      }
     }
-  }
+    return first;
+  };
+  add_union_12();
   // Tile 3: the same plus one more region in group 0: U = 13 (rows).
-  add_tile(8);
-  const int64_t tile3 = c.row_begin + 43;
-  for (int64_t r = 0; r < 8; ++r) {
-    for (int k = 0; k < kTopk; ++k) {
-      c.entries(tile3 + r, 0)[k] = k < 4 ? k : -1;
-      c.entries(tile3 + r, 1)[k] = 50 + k;
-    }
-  }
+  const int64_t tile3 = add_union_12();
   c.entries(tile3 + 7, 0)[4] = 4;
   add_untiled(4);
   ASSERT_EQ(t, c.row_begin + c.rows);

@@ -100,8 +100,7 @@ ChosenTiles choose_tiles(const LayerConfig& config, const LayerSchedule& schedul
       static_cast<int32_t>(detail::align_up(static_cast<size_t>(plan.score_stride), 32));
   p.crossover = schedule.tile_union_crossover;
   p.tile_runs = runs;
-  // tile_choice_bytes(): tile_runs for up to chunk_rows tiles, then the list.
-  p.row_list = runs + tile_choice_bytes(plan.chunk_rows) / 2 / sizeof(int32_t);
+  p.row_list = runs + tile_choice_list_offset(plan.chunk_rows) / sizeof(int32_t);
   launch_tile_choice(p, stream);
   return {p.tile_runs, p.row_list};
 }
@@ -120,6 +119,8 @@ void attend(const LayerConfig& config, const LayerSchedule& schedule, const Step
     // The row tables prepare_step copied (WorkspaceLayout::row_meta_offset).
     const int32_t* meta = at<const int32_t>(ws, plan.workspace.row_meta_offset);
     const int64_t n = plan.num_tokens;
+    target.row_list = meta + 2 * n + untiled.begin;
+    target.list_rows = untiled.size();
     if (tiles.size() > 0) {
       TileAttentionParams tp =
           tile_attention_params(config, schedule, step, rows, range, query, gate, kv, target,
@@ -133,14 +134,8 @@ void attend(const LayerConfig& config, const LayerSchedule& schedule, const Step
         tp.tile_runs = chosen.tile_runs;
         target.row_list = chosen.row_list;
         target.list_rows = range.size();
-      } else {
-        target.row_list = meta + 2 * n + untiled.begin;
-        target.list_rows = untiled.size();
       }
       launch_tile_attention(tp, stream);
-    } else {
-      target.row_list = meta + 2 * n + untiled.begin;
-      target.list_rows = untiled.size();
     }
   }
   launch_paged_attention(

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/plan.h"
 #include "cuda/common/check.h"
 #include "cuda/tile_attention/geometry.h"
 #include "cuda/tile_attention/heuristics.h"
@@ -18,10 +19,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kBitmapWords = tiled::tile_choice_max_regions() / 32;
 static_assert(kBitmapWords * 4 + 64 <= 48 * 1024, "the bitmap is static shared memory");
-
-size_t aligned(size_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
 
 __global__ void __launch_bounds__(kThreads) tile_choice_kernel(const TileChoiceParams p) {
   __shared__ uint32_t bitmap[kBitmapWords];
@@ -74,9 +71,13 @@ __global__ void __launch_bounds__(kThreads) tile_choice_kernel(const TileChoiceP
 
 }  // namespace
 
-size_t tile_choice_bytes(int64_t rows) {
+size_t tile_choice_list_offset(int64_t rows) {
   const size_t n = static_cast<size_t>(rows > 0 ? rows : 0);
-  return 2 * aligned(n * sizeof(int32_t));
+  return detail::align_up(n * sizeof(int32_t), detail::kWorkspaceAlign);
+}
+
+size_t tile_choice_bytes(int64_t rows) {
+  return 2 * tile_choice_list_offset(rows);
 }
 
 void launch_tile_choice(const TileChoiceParams& p, cudaStream_t stream) {

@@ -40,8 +40,10 @@ struct TileChoiceParams {
                                  // for a row of the row kernel, -1 for a row of a tile
 };
 
-// Bytes of a chunk's choice (tile_runs, then row_list) for `rows` rows and
-// at most `rows` tiles, each array 256-byte aligned.
+// A chunk's choice in scratch for `rows` rows and at most `rows` tiles:
+// tile_runs at 0, row_list at tile_choice_list_offset(rows), each array
+// 256-byte aligned, tile_choice_bytes(rows) in all.
+size_t tile_choice_list_offset(int64_t rows);
 size_t tile_choice_bytes(int64_t rows);
 
 // Writes params.tile_runs and params.row_list. Throws Error(invalid_argument)
