@@ -6,11 +6,15 @@
 // (union rows x K), a short tile exactly at the crossover and one just past
 // it, -1 entries and regions past the bitmap (not counted); the untiled
 // rows are listed as themselves, a running tile's rows as -1. Outputs are
-// poisoned first, so an entry left unwritten fails. Without a usable GPU
-// the test is skipped visibly.
+// poisoned first, so an entry left unwritten fails. A second test draws
+// random selections at real shapes over each way the kernel reads them
+// (16-byte or 4-byte loads, every group's bitmap at once or a few at a
+// time). Without a usable GPU the tests are skipped visibly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -150,6 +154,118 @@ TEST(CudaTileChoice, TilesDecidedByTheirUnion) {
   sim::synchronize(Device::cuda);
   EXPECT_EQ(runs.to_vector<int32_t>(static_cast<size_t>(num_tiles)), want_runs);
   EXPECT_EQ(list.to_vector<int32_t>(static_cast<size_t>(c.rows)), want_list);
+}
+
+struct Shape {
+  int groups;
+  int topk;
+  int32_t bitmap_regions;
+};
+
+// Random selections of tiles whose regions come from pools of 1..16 x K
+// regions, with -1 entries and regions past the bitmap, at shapes that take
+// each load path: K = 512 with 16-byte loads and 8 groups' bitmaps at once
+// (a 128K context), K = 6 with 4-byte loads and one group at a time (the
+// largest bitmap), and 5 groups two at a time (a remainder pass).
+TEST(CudaTileChoice, RandomUnionsOverEveryLoadPath) {
+  STEP5_REQUIRE_GPU();
+  const int32_t max_regions = cuda_testing::tile_choice_max_regions();
+  for (const Shape shape :
+       {Shape{8, 512, 16384}, Shape{8, 6, max_regions}, Shape{5, 8, max_regions / 2}}) {
+    SCOPED_TRACE("G " + std::to_string(shape.groups) + " K " + std::to_string(shape.topk) +
+                 " bitmap " + std::to_string(shape.bitmap_regions));
+    const int g_count = shape.groups, k_count = shape.topk;
+    std::mt19937 rng(static_cast<uint32_t>(g_count * 1000 + k_count));
+    const int64_t row_begin = 7;
+    std::vector<int32_t> tiles, untiled;
+    int64_t t = row_begin;
+    for (int i = 0; i < 13; ++i) {
+      if (i == 5) {
+        for (int u = 0; u < 3; ++u) untiled.push_back(static_cast<int32_t>(t++));
+      }
+      const int32_t count = i == 12 ? 5 : 16;
+      tiles.push_back(static_cast<int32_t>(t));
+      tiles.push_back(count);
+      t += count;
+    }
+    const int64_t rows = t - row_begin;
+    const int32_t num_tiles = static_cast<int32_t>(tiles.size() / 2);
+    std::vector<int32_t> selected(static_cast<size_t>(rows * g_count * k_count), -1);
+    auto at = [&](int64_t row, int g) {
+      return selected.data() + ((row - row_begin) * g_count + g) * k_count;
+    };
+    for (int32_t i = 0; i < num_tiles; ++i) {
+      // One pool per (tile, group), shared by the tile's rows.
+      const int32_t pool = k_count * (1 + i % 16);
+      std::vector<int32_t> bases;
+      for (int g = 0; g < g_count; ++g) {
+        bases.push_back(
+            static_cast<int32_t>(rng() % static_cast<uint32_t>(shape.bitmap_regions - pool + 1)));
+      }
+      for (int64_t row = tiles[2 * i]; row < tiles[2 * i] + tiles[2 * i + 1]; ++row) {
+        for (int g = 0; g < g_count; ++g) {
+          const int32_t base = bases[static_cast<size_t>(g)];
+          for (int k = 0; k < k_count; ++k) {
+            const uint32_t roll = rng() % 32;
+            at(row, g)[k] = roll == 0   ? -1
+                            : roll == 1 ? shape.bitmap_regions + static_cast<int32_t>(rng() % 64)
+                                        : base + static_cast<int32_t>(rng() % pool);
+          }
+        }
+      }
+    }
+    for (int32_t u : untiled) {
+      for (int g = 0; g < g_count; ++g) {
+        for (int k = 0; k < k_count; ++k) at(u, g)[k] = k;
+      }
+    }
+    // The rule on the host, in the kernel's float order.
+    constexpr float kRandomCrossover = 6.0f;
+    std::vector<int32_t> want_runs, want_list;
+    for (int64_t r = 0; r < rows; ++r) want_list.push_back(static_cast<int32_t>(row_begin + r));
+    for (int32_t i = 0; i < num_tiles; ++i) {
+      const int32_t first = tiles[2 * i], count = tiles[2 * i + 1];
+      int64_t u = 0;
+      for (int g = 0; g < g_count; ++g) {
+        std::set<int32_t> seen;
+        for (int32_t row = first; row < first + count; ++row) {
+          for (int k = 0; k < k_count; ++k) {
+            const int32_t region = at(row, g)[k];
+            if (region >= 0 && region < shape.bitmap_regions) seen.insert(region);
+          }
+        }
+        u += static_cast<int64_t>(seen.size());
+      }
+      const float tile_cost = 16.0f * static_cast<float>(u);
+      const float rows_cost = kRandomCrossover * static_cast<float>(count) *
+                              static_cast<float>(k_count) * static_cast<float>(g_count);
+      const bool runs = tile_cost <= rows_cost;
+      want_runs.push_back(runs ? 1 : 0);
+      if (runs) {
+        for (int32_t row = first; row < first + count; ++row) want_list[row - row_begin] = -1;
+      }
+    }
+    // Both decisions occur, so a kernel that always or never keeps tiles fails.
+    ASSERT_NE(std::count(want_runs.begin(), want_runs.end(), 1), 0);
+    ASSERT_NE(std::count(want_runs.begin(), want_runs.end(), 0), 0);
+
+    const sim::DeviceBuffer d_selected = sim::DeviceBuffer::from(Device::cuda, selected);
+    const sim::DeviceBuffer d_tiles = sim::DeviceBuffer::from(Device::cuda, tiles);
+    const sim::DeviceBuffer d_untiled = sim::DeviceBuffer::from(Device::cuda, untiled);
+    const sim::DeviceBuffer d_runs =
+        sim::DeviceBuffer::from(Device::cuda, std::vector<int32_t>(num_tiles, 0x7f7f7f7f));
+    const sim::DeviceBuffer d_list = sim::DeviceBuffer::from(
+        Device::cuda, std::vector<int32_t>(static_cast<size_t>(rows), 0x7f7f7f7f));
+    cuda_testing::launch_tile_choice(
+        static_cast<const int32_t*>(d_selected.data()), rows, g_count, k_count, row_begin,
+        static_cast<const int32_t*>(d_tiles.data()), num_tiles,
+        static_cast<const int32_t*>(d_untiled.data()), static_cast<int64_t>(untiled.size()),
+        shape.bitmap_regions, kRandomCrossover, static_cast<int32_t*>(d_runs.data()),
+        static_cast<int32_t*>(d_list.data()), nullptr);
+    sim::synchronize(Device::cuda);
+    EXPECT_EQ(d_runs.to_vector<int32_t>(static_cast<size_t>(num_tiles)), want_runs);
+    EXPECT_EQ(d_list.to_vector<int32_t>(static_cast<size_t>(rows)), want_list);
+  }
 }
 
 // Bad parameters are refused before any launch, naming what is wrong.
