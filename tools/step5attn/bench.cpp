@@ -102,9 +102,9 @@ void add(Result& r, const Counts& c) {
 
 class Bench {
  public:
-  Bench(Backend& gpu, size_t pool_bytes, int reps, TileAttention tiles,
+  Bench(Backend& gpu, size_t pool_bytes, int reps, const PlanOptions& options,
         const bench::MeasuredCopy& copy)
-      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps), tiles_(tiles), copy_(copy) {
+      : gpu_(gpu), pool_(Device::cuda, pool_bytes), reps_(reps), options_(options), copy_(copy) {
     cuda_testing::fill_cache_random(pool_.data(), pool_.bytes(), 5, nullptr);
   }
   void run(const Shape& shape);
@@ -118,7 +118,7 @@ class Bench {
   Backend& gpu_;
   sim::DeviceBuffer pool_;
   int reps_;
-  TileAttention tiles_;
+  PlanOptions options_;  // the layer rows' plan options (--tiles, --max-score-mib)
   bench::MeasuredCopy copy_;
   bench::Timer timer_;
   std::mt19937_64 rng_{9};
@@ -158,9 +158,7 @@ void Bench::run(const Shape& sh) {
   step.host_block_table = h.block_table.data();
   step.host_slot_mapping = h.slot_mapping.data();
   step.host_ring_index = h.ring_index.data();
-  PlanOptions options;
-  options.tile_attention = tiles_;
-  const StepPlan plan = gpu_.plan(step, {c}, options);
+  const StepPlan plan = gpu_.plan(step, {c}, options_);
 
   sim::DeviceBuffer ring(Device::cuda, static_cast<size_t>(R) * ring_entry_bytes(c));
   ring.fill(0);
@@ -311,7 +309,7 @@ std::string today() {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  std::string json_path, max_seconds_text, filter, tiles_text = "auto";
+  std::string json_path, max_seconds_text, max_score_text, filter, tiles_text = "auto";
   bool quick = false, check_only = false, no_check = false, portable = false;
   std::vector<std::string> positional;
   std::string error;
@@ -323,6 +321,7 @@ int run_bench(int argc, char** argv) {
                    {"filter", &filter, nullptr},
                    {"max-seconds", &max_seconds_text, nullptr},
                    {"tiles", &tiles_text, nullptr},
+                   {"max-score-mib", &max_score_text, nullptr},
                    {"portable", nullptr, &portable}},
                   positional, error) ||
       !positional.empty()) {
@@ -342,6 +341,17 @@ int run_bench(int argc, char** argv) {
   } else if (tiles_text != "auto") {
     print_error("bench", "--tiles expected auto, always or never, got \"" + tiles_text + "\"");
     return kExitUsage;
+  }
+  PlanOptions plan_options;
+  plan_options.tile_attention = tiles;
+  if (!max_score_text.empty()) {
+    int64_t mib = 0;
+    if (!parse_int(max_score_text, 1, 65536, mib)) {
+      print_error("bench", "--max-score-mib expected an integer in [1, 65536], got \"" +
+                               max_score_text + "\"");
+      return kExitUsage;
+    }
+    plan_options.max_score_bytes = static_cast<size_t>(mib) << 20;
   }
   try {
     auto cpu = make_backend(BackendKind::cpu);
@@ -382,7 +392,7 @@ int run_bench(int argc, char** argv) {
                  "TB/s, and its share of the time at the copy measured here)\n";
     const size_t pool = std::min(quick ? size_t{16} << 30 : size_t{48} << 30,
                                  free_bytes - std::min(free_bytes, size_t{16} << 30));
-    Bench bench(*gpu, pool, quick ? 5 : 7, tiles, copy);
+    Bench bench(*gpu, pool, quick ? 5 : 7, plan_options, copy);
     const auto t0 = std::chrono::steady_clock::now();
     int skipped = 0;
     auto out_of_time = [&] {
