@@ -37,7 +37,12 @@ constexpr int kTopk = 8;
 constexpr int32_t kBitmapRegions = 256;
 constexpr float kCrossover = 1.5f;
 
+// A chunk's selection [rows, G, K] from step row row_begin, its tiles
+// (first row, row count) and its untiled rows.
 struct Chunk {
+  int groups = kGroups;
+  int topk = kTopk;
+  int32_t bitmap_regions = kBitmapRegions;
   int64_t row_begin = 0;
   int64_t rows = 0;
   std::vector<int32_t> selected;  // [rows, G, K]
@@ -45,24 +50,71 @@ struct Chunk {
   std::vector<int32_t> untiled;
 
   int32_t* entries(int64_t t, int g) {
-    return selected.data() + ((t - row_begin) * kGroups + g) * kTopk;
+    return selected.data() + ((t - row_begin) * groups + g) * topk;
   }
+  const int32_t* entries(int64_t t, int g) const {
+    return selected.data() + ((t - row_begin) * groups + g) * topk;
+  }
+  int32_t num_tiles() const { return static_cast<int32_t>(tiles.size() / 2); }
 };
 
 // Distinct counted regions of a tile, summed over the groups.
-int64_t union_of(Chunk& c, int32_t first, int32_t count) {
+int64_t union_of(const Chunk& c, int32_t first, int32_t count) {
   int64_t total = 0;
-  for (int g = 0; g < kGroups; ++g) {
+  for (int g = 0; g < c.groups; ++g) {
     std::set<int32_t> seen;
     for (int32_t t = first; t < first + count; ++t) {
-      for (int k = 0; k < kTopk; ++k) {
+      for (int k = 0; k < c.topk; ++k) {
         const int32_t region = c.entries(t, g)[k];
-        if (region >= 0 && region < kBitmapRegions) seen.insert(region);
+        if (region >= 0 && region < c.bitmap_regions) seen.insert(region);
       }
     }
     total += static_cast<int64_t>(seen.size());
   }
   return total;
+}
+
+struct Choice {
+  std::vector<int32_t> runs;  // [tiles]
+  std::vector<int32_t> list;  // [rows]
+};
+
+// The rule on the host, in the kernel's float order.
+Choice expected_choice(const Chunk& c, float crossover) {
+  Choice want;
+  for (int64_t r = 0; r < c.rows; ++r) want.list.push_back(static_cast<int32_t>(c.row_begin + r));
+  for (int32_t i = 0; i < c.num_tiles(); ++i) {
+    const int32_t first = c.tiles[2 * i], count = c.tiles[2 * i + 1];
+    const float tile_cost = 16.0f * static_cast<float>(union_of(c, first, count));
+    const float rows_cost = crossover * static_cast<float>(count) * static_cast<float>(c.topk) *
+                            static_cast<float>(c.groups);
+    const bool runs = tile_cost <= rows_cost;
+    want.runs.push_back(runs ? 1 : 0);
+    if (runs) {
+      for (int32_t r = first; r < first + count; ++r) want.list[r - c.row_begin] = -1;
+    }
+  }
+  return want;
+}
+
+// The device's choice, its outputs poisoned first.
+Choice device_choice(const Chunk& c, float crossover) {
+  const sim::DeviceBuffer selected = sim::DeviceBuffer::from(Device::cuda, c.selected);
+  const sim::DeviceBuffer tiles = sim::DeviceBuffer::from(Device::cuda, c.tiles);
+  const sim::DeviceBuffer untiled = sim::DeviceBuffer::from(Device::cuda, c.untiled);
+  const sim::DeviceBuffer runs =
+      sim::DeviceBuffer::from(Device::cuda, std::vector<int32_t>(c.num_tiles(), 0x7f7f7f7f));
+  const sim::DeviceBuffer list = sim::DeviceBuffer::from(
+      Device::cuda, std::vector<int32_t>(static_cast<size_t>(c.rows), 0x7f7f7f7f));
+  cuda_testing::launch_tile_choice(static_cast<const int32_t*>(selected.data()), c.rows, c.groups,
+                                   c.topk, c.row_begin, static_cast<const int32_t*>(tiles.data()),
+                                   c.num_tiles(), static_cast<const int32_t*>(untiled.data()),
+                                   static_cast<int64_t>(c.untiled.size()), c.bitmap_regions,
+                                   crossover, static_cast<int32_t*>(runs.data()),
+                                   static_cast<int32_t*>(list.data()), nullptr);
+  sim::synchronize(Device::cuda);
+  return {runs.to_vector<int32_t>(static_cast<size_t>(c.num_tiles())),
+          list.to_vector<int32_t>(static_cast<size_t>(c.rows))};
 }
 
 TEST(CudaTileChoice, TilesDecidedByTheirUnion) {
@@ -120,40 +172,15 @@ TEST(CudaTileChoice, TilesDecidedByTheirUnion) {
   add_untiled(4);
   ASSERT_EQ(t, c.row_begin + c.rows);
 
-  const int32_t num_tiles = static_cast<int32_t>(c.tiles.size() / 2);
-  std::vector<int32_t> want_runs, want_list;
-  for (int64_t r = 0; r < c.rows; ++r) want_list.push_back(static_cast<int32_t>(c.row_begin + r));
-  for (int32_t i = 0; i < num_tiles; ++i) {
-    const int32_t first = c.tiles[2 * i], count = c.tiles[2 * i + 1];
-    const int64_t u = union_of(c, first, count);
-    const bool runs =
-        16.0f * static_cast<float>(u) <= kCrossover * static_cast<float>(count) * kTopk * kGroups;
-    want_runs.push_back(runs ? 1 : 0);
-    if (runs) {
-      for (int32_t r = first; r < first + count; ++r) want_list[r - c.row_begin] = -1;
-    }
-  }
+  const Choice want = expected_choice(c, kCrossover);
   // The crafted unions on both sides of the rule, two tiles each way.
   EXPECT_EQ(union_of(c, c.tiles[4], 8), 12);
   EXPECT_EQ(union_of(c, c.tiles[6], 8), 13);
-  ASSERT_EQ(want_runs, (std::vector<int32_t>{1, 0, 1, 0}));
+  ASSERT_EQ(want.runs, (std::vector<int32_t>{1, 0, 1, 0}));
 
-  const sim::DeviceBuffer selected = sim::DeviceBuffer::from(Device::cuda, c.selected);
-  const sim::DeviceBuffer tiles = sim::DeviceBuffer::from(Device::cuda, c.tiles);
-  const sim::DeviceBuffer untiled = sim::DeviceBuffer::from(Device::cuda, c.untiled);
-  const sim::DeviceBuffer runs =
-      sim::DeviceBuffer::from(Device::cuda, std::vector<int32_t>(num_tiles, 0x7f7f7f7f));
-  const sim::DeviceBuffer list = sim::DeviceBuffer::from(
-      Device::cuda, std::vector<int32_t>(static_cast<size_t>(c.rows), 0x7f7f7f7f));
-  cuda_testing::launch_tile_choice(static_cast<const int32_t*>(selected.data()), c.rows, kGroups,
-                                   kTopk, c.row_begin, static_cast<const int32_t*>(tiles.data()),
-                                   num_tiles, static_cast<const int32_t*>(untiled.data()),
-                                   static_cast<int64_t>(c.untiled.size()), kBitmapRegions,
-                                   kCrossover, static_cast<int32_t*>(runs.data()),
-                                   static_cast<int32_t*>(list.data()), nullptr);
-  sim::synchronize(Device::cuda);
-  EXPECT_EQ(runs.to_vector<int32_t>(static_cast<size_t>(num_tiles)), want_runs);
-  EXPECT_EQ(list.to_vector<int32_t>(static_cast<size_t>(c.rows)), want_list);
+  const Choice got = device_choice(c, kCrossover);
+  EXPECT_EQ(got.runs, want.runs);
+  EXPECT_EQ(got.list, want.list);
 }
 
 struct Shape {
@@ -176,25 +203,24 @@ TEST(CudaTileChoice, RandomUnionsOverEveryLoadPath) {
                  " bitmap " + std::to_string(shape.bitmap_regions));
     const int g_count = shape.groups, k_count = shape.topk;
     std::mt19937 rng(static_cast<uint32_t>(g_count * 1000 + k_count));
-    const int64_t row_begin = 7;
-    std::vector<int32_t> tiles, untiled;
-    int64_t t = row_begin;
+    Chunk c;
+    c.groups = g_count;
+    c.topk = k_count;
+    c.bitmap_regions = shape.bitmap_regions;
+    c.row_begin = 7;
+    int64_t t = c.row_begin;
     for (int i = 0; i < 13; ++i) {
       if (i == 5) {
-        for (int u = 0; u < 3; ++u) untiled.push_back(static_cast<int32_t>(t++));
+        for (int u = 0; u < 3; ++u) c.untiled.push_back(static_cast<int32_t>(t++));
       }
       const int32_t count = i == 12 ? 5 : 16;
-      tiles.push_back(static_cast<int32_t>(t));
-      tiles.push_back(count);
+      c.tiles.push_back(static_cast<int32_t>(t));
+      c.tiles.push_back(count);
       t += count;
     }
-    const int64_t rows = t - row_begin;
-    const int32_t num_tiles = static_cast<int32_t>(tiles.size() / 2);
-    std::vector<int32_t> selected(static_cast<size_t>(rows * g_count * k_count), -1);
-    auto at = [&](int64_t row, int g) {
-      return selected.data() + ((row - row_begin) * g_count + g) * k_count;
-    };
-    for (int32_t i = 0; i < num_tiles; ++i) {
+    c.rows = t - c.row_begin;
+    c.selected.assign(static_cast<size_t>(c.rows * g_count * k_count), -1);
+    for (int32_t i = 0; i < c.num_tiles(); ++i) {
       // One pool per (tile, group), shared by the tile's rows.
       const int32_t pool = k_count * (1 + i % 16);
       std::vector<int32_t> bases;
@@ -202,69 +228,32 @@ TEST(CudaTileChoice, RandomUnionsOverEveryLoadPath) {
         bases.push_back(
             static_cast<int32_t>(rng() % static_cast<uint32_t>(shape.bitmap_regions - pool + 1)));
       }
-      for (int64_t row = tiles[2 * i]; row < tiles[2 * i] + tiles[2 * i + 1]; ++row) {
+      for (int64_t row = c.tiles[2 * i]; row < c.tiles[2 * i] + c.tiles[2 * i + 1]; ++row) {
         for (int g = 0; g < g_count; ++g) {
           const int32_t base = bases[static_cast<size_t>(g)];
           for (int k = 0; k < k_count; ++k) {
             const uint32_t roll = rng() % 32;
-            at(row, g)[k] = roll == 0   ? -1
-                            : roll == 1 ? shape.bitmap_regions + static_cast<int32_t>(rng() % 64)
-                                        : base + static_cast<int32_t>(rng() % pool);
+            c.entries(row, g)[k] = roll == 0 ? -1
+                                   : roll == 1
+                                       ? shape.bitmap_regions + static_cast<int32_t>(rng() % 64)
+                                       : base + static_cast<int32_t>(rng() % pool);
           }
         }
       }
     }
-    for (int32_t u : untiled) {
+    for (int32_t u : c.untiled) {
       for (int g = 0; g < g_count; ++g) {
-        for (int k = 0; k < k_count; ++k) at(u, g)[k] = k;
+        for (int k = 0; k < k_count; ++k) c.entries(u, g)[k] = k;
       }
     }
-    // The rule on the host, in the kernel's float order.
     constexpr float kRandomCrossover = 6.0f;
-    std::vector<int32_t> want_runs, want_list;
-    for (int64_t r = 0; r < rows; ++r) want_list.push_back(static_cast<int32_t>(row_begin + r));
-    for (int32_t i = 0; i < num_tiles; ++i) {
-      const int32_t first = tiles[2 * i], count = tiles[2 * i + 1];
-      int64_t u = 0;
-      for (int g = 0; g < g_count; ++g) {
-        std::set<int32_t> seen;
-        for (int32_t row = first; row < first + count; ++row) {
-          for (int k = 0; k < k_count; ++k) {
-            const int32_t region = at(row, g)[k];
-            if (region >= 0 && region < shape.bitmap_regions) seen.insert(region);
-          }
-        }
-        u += static_cast<int64_t>(seen.size());
-      }
-      const float tile_cost = 16.0f * static_cast<float>(u);
-      const float rows_cost = kRandomCrossover * static_cast<float>(count) *
-                              static_cast<float>(k_count) * static_cast<float>(g_count);
-      const bool runs = tile_cost <= rows_cost;
-      want_runs.push_back(runs ? 1 : 0);
-      if (runs) {
-        for (int32_t row = first; row < first + count; ++row) want_list[row - row_begin] = -1;
-      }
-    }
+    const Choice want = expected_choice(c, kRandomCrossover);
     // Both decisions occur, so a kernel that always or never keeps tiles fails.
-    ASSERT_NE(std::count(want_runs.begin(), want_runs.end(), 1), 0);
-    ASSERT_NE(std::count(want_runs.begin(), want_runs.end(), 0), 0);
-
-    const sim::DeviceBuffer d_selected = sim::DeviceBuffer::from(Device::cuda, selected);
-    const sim::DeviceBuffer d_tiles = sim::DeviceBuffer::from(Device::cuda, tiles);
-    const sim::DeviceBuffer d_untiled = sim::DeviceBuffer::from(Device::cuda, untiled);
-    const sim::DeviceBuffer d_runs =
-        sim::DeviceBuffer::from(Device::cuda, std::vector<int32_t>(num_tiles, 0x7f7f7f7f));
-    const sim::DeviceBuffer d_list = sim::DeviceBuffer::from(
-        Device::cuda, std::vector<int32_t>(static_cast<size_t>(rows), 0x7f7f7f7f));
-    cuda_testing::launch_tile_choice(
-        static_cast<const int32_t*>(d_selected.data()), rows, g_count, k_count, row_begin,
-        static_cast<const int32_t*>(d_tiles.data()), num_tiles,
-        static_cast<const int32_t*>(d_untiled.data()), static_cast<int64_t>(untiled.size()),
-        shape.bitmap_regions, kRandomCrossover, static_cast<int32_t*>(d_runs.data()),
-        static_cast<int32_t*>(d_list.data()), nullptr);
-    sim::synchronize(Device::cuda);
-    EXPECT_EQ(d_runs.to_vector<int32_t>(static_cast<size_t>(num_tiles)), want_runs);
-    EXPECT_EQ(d_list.to_vector<int32_t>(static_cast<size_t>(rows)), want_list);
+    ASSERT_NE(std::count(want.runs.begin(), want.runs.end(), 1), 0);
+    ASSERT_NE(std::count(want.runs.begin(), want.runs.end(), 0), 0);
+    const Choice got = device_choice(c, kRandomCrossover);
+    EXPECT_EQ(got.runs, want.runs);
+    EXPECT_EQ(got.list, want.list);
   }
 }
 
