@@ -235,6 +235,25 @@ TEST(Schedule, WideSelectionForFewSelections) {
   EXPECT_FALSE(cuda_testing::schedule_layer(device, decode_plan(fit + 1, 599), c).select_wide);
 }
 
+// Steps of many selections (at least eight per SM: prefill chunks) stage
+// rows in shared memory in launches of 4,097 to 16,384 score columns where
+// a row and its list fit a block (Hopper, not a 99 KB GPU); steps of fewer
+// selections keep the instances that read a row from memory.
+TEST(Schedule, StagedSelectionForManySelections) {
+  const LayerConfig c = g2_h16();  // G = 2
+  cuda_testing::DeviceInfo device = sm89_device();
+  const int32_t many = 8 * device.sm_count / c.num_kv_heads;
+  auto staged = [&](int32_t requests) {
+    return cuda_testing::schedule_layer(device, decode_plan(requests, 599), c)
+        .select_staged_columns;
+  };
+  EXPECT_EQ(staged(many), 0) << "a 99 KB GPU holds no staged row";
+  device.max_smem_per_block = 227 * 1024;  // Hopper's opt-in limit
+  EXPECT_EQ(staged(1), 0);
+  EXPECT_EQ(staged(many - 1), 0);
+  EXPECT_EQ(staged(many), 16384);
+}
+
 // Launches past 32,768 score columns take the long-row selection only where
 // its 96 KB list and the kernel's static shared memory fit a block: not on
 // a 99 KB GPU (sm_86 / sm_89), which keeps the two-pass instances.

@@ -10,8 +10,9 @@
 // region. Every kernel instance runs: score columns up to 2,048, up to
 // 32,768 and above, each of the last two in the 1,024-thread instances the
 // plan picks for steps of at most one selection per SM and in the
-// 512-thread ones, and up to 4,096 in the 128-thread instance that the
-// plan picks for steps of many selections. On sm_90+ launches of at
+// 512-thread ones, up to 4,096 in the 128-thread instance that the plan
+// picks for steps of many selections, and up to 16,384 in the staged one
+// it picks past them. On sm_90+ launches of at
 // least 65,536 score columns with few selections split each row over a
 // cluster of 2 to 8 CTAs (its parts list every key, or from a floor
 // sampled over all parts when a part is long, or take an ordered pass, or
@@ -212,6 +213,23 @@ TEST(CudaSelect, ExactOnCraftedScoresManyRows) {
   std::vector<int32_t> lens;
   for (int i = 0; i < 512; ++i) lens.push_back(i % 3 == 0 ? 2401 : i % 3 == 1 ? 20001 : 32001);
   check_crafted_selection(512, lens, 4000);
+}
+
+// Many selections in 16,384 score columns: the plan stages each row in
+// shared memory (staged_rows.cuh); rows of 300 (<= K), 2,500, 9,001 and
+// 16,384 regions (every column). The patterns take each of its paths: the
+// sampled floor's list (random, periodic; four values at 9,001 regions,
+// finished by radix passes), a floor above the K-th score (the in-sample
+// pattern at 2,500 regions: the whole row binned), and shares overflowed
+// twice (four values at 16,384 regions: the staged row's own pass).
+TEST(CudaSelect, ExactOnCraftedScoresStagedRows) {
+  STEP5_REQUIRE_GPU();
+  std::vector<int32_t> lens;
+  for (int i = 0; i < 512; ++i) {
+    const int32_t choices[] = {2401, 20001, 72009, 131073};
+    lens.push_back(choices[i % 4]);
+  }
+  check_crafted_selection(512, lens, 16384);
 }
 
 // Score columns up to 2,048: the 128-thread instance; rows of 40 (<= K),

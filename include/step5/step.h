@@ -149,6 +149,10 @@ struct LayerSchedule {
   // (more of them to an SM) instead of 512; higher for steps of many
   // selections per SM (prefill chunks), where throughput sets the time.
   int32_t select_short_columns = 0;
+  // CSA: launches past select_short_columns up to this many score columns
+  // stage each row's scores in shared memory and take every pass there,
+  // for steps of many selections per SM (prefill chunks); 0 = none.
+  int32_t select_staged_columns = 0;
   // CSA: rows past select_short_columns run CTAs of 1,024 threads instead
   // of 512, for steps of at most one selection per SM (few decode or
   // verify rows), where one row's latency sets the time.

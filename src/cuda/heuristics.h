@@ -291,6 +291,53 @@ constexpr bool select_cluster_fits(size_t max_smem_per_block) {
 }
 static_assert(select_cluster_fits(227u * 1024u), "Hopper holds a part's list");
 
+// Launches of many selections (select_many_ctas_per_sm() per SM or more:
+// prefill chunks) of rows past select_many_short_columns() up to
+// select_staged_columns() scores take the staged instance (staged_rows.cuh):
+// its row in shared memory, a sampled floor and one listing pass instead of
+// a histogram of every score. H100, session 36, a 512-row chunk of 16,384
+// columns (128K context): 233 -> 203 us and 145 M -> 120 M warp
+// instructions (ncu); the 2,048-row layer at 128K 1.2-2.6 % faster. Two
+// earlier versions were slower than select.cuh (the whole row binned with
+// no list, 256 threads: 128K layer +0.5 ms; a list read through per-warp
+// share lookups: 285 us), the second one also in place of the 128-thread
+// instance for 32K chunks (4,096 columns: that layer +6-9 %), so the staged
+// instance starts past 4,096 (this version was not measured there). 16,384
+// columns are 64 KB; with the 32 KB list two 512-thread CTAs share an SM.
+constexpr int select_staged_threads() {
+  return 512;
+}
+constexpr int select_staged_min_ctas() {
+  return 2;
+}
+constexpr int32_t select_staged_columns() {
+  return 16384;
+}
+// The list of keys at or above a floor (8 bytes an entry): a share of 256
+// for each of the 16 warps, where a floor that ~1,024 of 16,384 keys reach
+// puts ~64 on average.
+constexpr int32_t select_staged_capacity() {
+  return 4096;
+}
+constexpr int32_t select_staged_share_max() {
+  return select_staged_capacity() / (select_staged_threads() / 32);
+}
+// Static shared memory of the staged instance, at most (ptxas, sm_90a; the
+// launcher checks the real figure).
+constexpr size_t select_staged_static_smem_bound() {
+  return 12 * 1024;
+}
+constexpr size_t select_staged_smem(int32_t columns) {
+  return static_cast<size_t>((columns + 3) / 4) * 16u +
+         static_cast<size_t>(select_staged_capacity()) * 8u;
+}
+constexpr bool select_staged_fits(size_t max_smem_per_block) {
+  return select_staged_smem(select_staged_columns()) + select_staged_static_smem_bound() <=
+         max_smem_per_block;
+}
+static_assert(select_staged_fits(227u * 1024u) && !select_staged_fits(99u * 1024u),
+              "Hopper holds a staged row and its list, sm_86/89 do not");
+
 // The list capacity for rows of at most `columns` scores: every score may
 // be kept (columns, in whole 256-entry steps) in the 128-thread instance
 // (up to `short_columns`), else select_capacity() (select_long_capacity()

@@ -169,6 +169,8 @@ LayerSchedule schedule_layer(const DeviceInfo& device, const StepPlan& plan, con
     const bool many =
         plan.chunk_rows * c.num_kv_heads >= int64_t{select_many_ctas_per_sm()} * device.sm_count;
     s.select_short_columns = many ? select_many_short_columns() : select_short_columns();
+    s.select_staged_columns =
+        many && select_staged_fits(device.max_smem_per_block) ? select_staged_columns() : 0;
     s.select_wide = plan.chunk_rows * c.num_kv_heads <= int64_t{device.sm_count};
     s.select_long_rows = select_long_rows_fit(device.max_smem_per_block);
     s.select_cluster_parts = select_cluster_parts(plan.chunk_rows * c.num_kv_heads, device.sm_count,

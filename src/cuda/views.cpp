@@ -290,6 +290,7 @@ SelectParams select_params(const LayerConfig& config, const LayerSchedule& sched
   p.kv_fp8 = config.kv_dtype == DType::fp8_e4m3;
   p.programmatic_launch = schedule.programmatic_launch;
   p.short_columns = schedule.select_short_columns;
+  p.staged_columns = schedule.select_staged_columns;
   p.wide = schedule.select_wide;
   p.long_rows = schedule.select_long_rows;
   p.cluster_parts = schedule.select_cluster_parts;

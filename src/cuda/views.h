@@ -58,8 +58,9 @@ struct SelectCacheWork {
 
 // `scores` may be absent when no row of `range` has C > K; `columns` of
 // them were written. `row_max` (optional) is read and cleared. From
-// `schedule`: programmatic_launch, select_short_columns, select_wide,
-// select_long_rows and select_cluster_parts.
+// `schedule`: programmatic_launch, select_short_columns,
+// select_staged_columns, select_wide, select_long_rows and
+// select_cluster_parts.
 SelectParams select_params(const LayerConfig& config, const LayerSchedule& schedule,
                            const RowMeta& rows, RowRange range, TensorView scores, int32_t columns,
                            uint32_t* row_max, TensorView selected, const SelectCacheWork& cache,

@@ -233,6 +233,12 @@ std::vector<Case> cases() {
       long_prefill_case("csa G1 H8 D64 B64 K64 I2 Di64 prefill 17000 score chunks",
                         with_indexer(csa(1, 8, 64, 64, 64, bf, f8, 0), 2, 64), 17000, 2048,
                         size_t{1} << 20, 1),
+      // A chunk of 2,048 rows past 32K tokens: more than 4,096 score columns
+      // in a step of many selections, so the selection stages its rows in
+      // shared memory (with the indexer's row maxima).
+      long_prefill_case("csa G1 H8 D64 B64 K64 I1 Di64 prefill 34000 staged selection",
+                        with_indexer(csa(1, 8, 64, 64, 64, bf, f8, 0), 1, 64), 34000, 2048,
+                        size_t{256} << 20, 2),
       long_prefill_case("csa G2 H8 D128 B16 K32 kv=fp8 I2 Di64 prefill 2500",
                         with_indexer(csa(2, 4, 128, 16, 32, f8, bf, 0), 2, 64), 2500, 700,
                         size_t{64} << 10, 0),

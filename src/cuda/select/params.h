@@ -26,6 +26,8 @@ struct SelectParams {
                         // sizes the kernel's list (select_list_capacity)
   int32_t short_columns = select_short_columns();  // the 128-thread instance's columns limit
                                                    // (LayerSchedule::select_short_columns)
+  int32_t staged_columns = 0;  // launches past short_columns up to this many columns take the
+                               // staged instance (LayerSchedule::select_staged_columns)
   bool wide = false;  // longer rows take select_wide_threads() CTAs (LayerSchedule::select_wide)
   bool long_rows = false;             // launches past select_long_columns() take the long-row
                                       // instances (LayerSchedule::select_long_rows)

@@ -6,6 +6,7 @@
 #include "cuda/common/smem_limit.h"
 #include "cuda/select/cluster_rows.cuh"
 #include "cuda/select/select.cuh"
+#include "cuda/select/staged_rows.cuh"
 
 namespace step5::cuda {
 
@@ -68,6 +69,26 @@ void launch_in_clusters(const SelectParams& params, cudaStream_t stream) {
   check_launch("select_cluster_kernel");
 }
 
+// Rows staged in shared memory (staged_rows.cuh), one CTA per (row,
+// group) and the summaries past the rows as in launch_with.
+void launch_staged(const SelectParams& params, cudaStream_t stream) {
+  constexpr int kThreads = select_staged_threads();
+  const int64_t summaries = summary_items(params);
+  const int64_t per_column = int64_t{params.num_groups} * (kThreads / 32);
+  const dim3 grid(
+      static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
+      static_cast<unsigned>(params.num_groups));
+  auto* kernel = select_staged_kernel<kThreads>;
+  const size_t smem = select_staged_smem(params.columns);
+  const size_t allowed = allow_max_smem(kernel);
+  detail::require(smem <= allowed, ErrorCode::unsupported,
+                  "cuda backend select: a staged row of <= ", allowed,
+                  " bytes of shared memory expected on this GPU, got ", smem);
+  STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
+                                 params.programmatic_launch, params));
+  check_launch("select_staged_kernel");
+}
+
 // Rows past the short columns: the long-row instance or the two-pass one.
 template <int kThreads>
 void launch_rows(const SelectParams& params, bool long_rows, cudaStream_t stream) {
@@ -122,6 +143,8 @@ void launch_select(const SelectParams& params, cudaStream_t stream) {
   const bool long_rows = params.long_rows && params.columns > select_long_columns();
   if (params.columns <= params.short_columns) {
     launch_with<select_short_threads(), false>(params, stream);
+  } else if (params.columns <= params.staged_columns) {
+    launch_staged(params, stream);
   } else if (params.cluster_parts > 1 && params.columns >= select_cluster_min_columns()) {
     launch_in_clusters(params, stream);
   } else if (params.wide) {
