@@ -297,13 +297,16 @@ static_assert(select_cluster_fits(227u * 1024u), "Hopper holds a part's list");
 // its row in shared memory, a sampled floor and one listing pass instead of
 // a histogram of every score. H100, session 36, a 512-row chunk of 16,384
 // columns (128K context): 233 -> 203 us and 145 M -> 120 M warp
-// instructions (ncu); the 2,048-row layer at 128K 1.2-2.6 % faster. Two
-// earlier versions were slower than select.cuh (the whole row binned with
-// no list, 256 threads: 128K layer +0.5 ms; a list read through per-warp
-// share lookups: 285 us), the second one also in place of the 128-thread
-// instance for 32K chunks (4,096 columns: that layer +6-9 %), so the staged
-// instance starts past 4,096 (this version was not measured there). 16,384
-// columns are 64 KB; with the 32 KB list two 512-thread CTAs share an SM.
+// instructions (ncu); the 2,048-row layer at 128K 1.2-2.6 % faster. Three
+// earlier versions were slower than select.cuh: every pass over the whole
+// staged row (256 threads: the 128K layer +0.5 ms); the whole row binned,
+// then a list in warp shares (263 us); a sampled floor with that list read
+// through per-warp share lookups (285 us), which in place of the
+// 128-thread instance for 32K chunks (4,096 columns) also made that layer
+// 6-9 % slower, so the staged instance starts past 4,096 (this version
+// was not measured there). Decode steps of more than sm_count x 8 / G
+// requests past 32K take it too (not measured). 16,384 columns are 64 KB;
+// with the 32 KB list two 512-thread CTAs share an SM.
 constexpr int select_staged_threads() {
   return 512;
 }
