@@ -18,26 +18,32 @@ int64_t summary_items(const SelectParams& params) {
   return params.summarize ? int64_t{params.ring.num_requests} * params.ring.max_closing : 0;
 }
 
-template <int kThreads, bool kLongRows>
-void launch_with(const SelectParams& params, cudaStream_t stream) {
-  // Summaries folded into the launch take CTAs past the rows, one warp per
-  // (request, closing region).
+// One CTA of kThreads per (row, group) and, past the rows, the summaries
+// folded into the launch, one warp per (request, closing region); `smem`
+// bytes of dynamic shared memory (`what` names them in the error).
+template <int kThreads, class Kernel>
+void launch_row_ctas(Kernel* kernel, size_t smem, const char* what, const char* name,
+                     const SelectParams& params, cudaStream_t stream) {
   const int64_t summaries = summary_items(params);
   const int64_t per_column = int64_t{params.num_groups} * (kThreads / 32);
   const dim3 grid(
       static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
       static_cast<unsigned>(params.num_groups));
-  auto* kernel = select_kernel<kThreads, kLongRows>;
+  const size_t allowed = allow_max_smem(kernel);
+  detail::require(smem <= allowed, ErrorCode::unsupported, "cuda backend select: ", what,
+                  " of <= ", allowed, " bytes of shared memory expected on this GPU, got ", smem);
+  STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
+                                 params.programmatic_launch, params));
+  check_launch(name);
+}
+
+template <int kThreads, bool kLongRows>
+void launch_with(const SelectParams& params, cudaStream_t stream) {
   const size_t smem =
       static_cast<size_t>(select_list_capacity(params.columns, params.short_columns, kLongRows)) *
       8u;
-  const size_t allowed = allow_max_smem(kernel);
-  detail::require(smem <= allowed, ErrorCode::unsupported,
-                  "cuda backend select: a list of <= ", allowed,
-                  " bytes of shared memory expected on this GPU, got ", smem);
-  STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
-                                 params.programmatic_launch, params));
-  check_launch("select_kernel");
+  launch_row_ctas<kThreads>(select_kernel<kThreads, kLongRows>, smem, "a list", "select_kernel",
+                            params, stream);
 }
 
 // Rows split over clusters of params.cluster_parts CTAs (cluster_rows.cuh):
@@ -69,24 +75,11 @@ void launch_in_clusters(const SelectParams& params, cudaStream_t stream) {
   check_launch("select_cluster_kernel");
 }
 
-// Rows staged in shared memory (staged_rows.cuh), one CTA per (row,
-// group) and the summaries past the rows as in launch_with.
+// Rows staged in shared memory (staged_rows.cuh).
 void launch_staged(const SelectParams& params, cudaStream_t stream) {
   constexpr int kThreads = select_staged_threads();
-  const int64_t summaries = summary_items(params);
-  const int64_t per_column = int64_t{params.num_groups} * (kThreads / 32);
-  const dim3 grid(
-      static_cast<unsigned>(params.num_rows + (summaries + per_column - 1) / per_column),
-      static_cast<unsigned>(params.num_groups));
-  auto* kernel = select_staged_kernel<kThreads>;
-  const size_t smem = select_staged_smem(params.columns);
-  const size_t allowed = allow_max_smem(kernel);
-  detail::require(smem <= allowed, ErrorCode::unsupported,
-                  "cuda backend select: a staged row of <= ", allowed,
-                  " bytes of shared memory expected on this GPU, got ", smem);
-  STEP5_CUDA_CHECK(launch_kernel(kernel, grid, dim3(kThreads), smem, stream,
-                                 params.programmatic_launch, params));
-  check_launch("select_staged_kernel");
+  launch_row_ctas<kThreads>(select_staged_kernel<kThreads>, select_staged_smem(params.columns),
+                            "a staged row", "select_staged_kernel", params, stream);
 }
 
 // Rows past the short columns: the long-row instance or the two-pass one.

@@ -185,24 +185,14 @@ __device__ void finish_from_list(SelectShared<kThreads>& sh, const uint32_t* lis
     atomicAdd(&sh.hist[select_bin(list_key[i], best)], 1u);
   }
   __syncthreads();
-  using Scan = typename SelectShared<kThreads>::Scan;
-  find_threshold_block<kThreads, select_bins(), Scan>(sh.hist, K, sh.cub.scan, &sh.value[0],
-                                                      &sh.value[1]);
-  __syncthreads();
-  const int threshold = static_cast<int>(sh.value[0]);
-  const uint32_t in_bin = sh.hist[threshold];
-  uint32_t need = K - sh.value[1];
-  __syncthreads();  // sh.value and sh.hist are read before they are reused
-  auto candidates = [&](auto&& visit) {
+  ThresholdBin t = threshold_bin<kThreads>(sh, K);
+  const uint32_t kth = kth_in_bin<kThreads>(sh, t.in_bin, t.need, [&](auto&& visit) {
     for (int32_t i = threadIdx.x; i < entries; i += kThreads) {
       const uint32_t key = list_key[i];
-      if (select_bin(key, best) == threshold) visit(key);
+      if (select_bin(key, best) == t.bin) visit(key);
     }
-  };
-  const uint32_t kth = in_bin <= static_cast<uint32_t>(select_few())
-                           ? kth_among_few<kThreads>(sh, need, candidates)
-                           : radix_select<kThreads>(sh, need, candidates);
-  StableCompaction<kThreads> compaction{sh, out, kth, need};
+  });
+  StableCompaction<kThreads> compaction{sh, out, kth, t.need};
   for (int32_t base = 0; base < entries; base += kThreads) {
     const int32_t i = base + static_cast<int32_t>(threadIdx.x);
     const bool valid = i < entries;
@@ -323,15 +313,8 @@ __global__ void __launch_bounds__(kThreads, select_staged_min_ctas())
   __syncthreads();
   bin_staged<kThreads>(sh, staged, 0, closed, best);
   __syncthreads();
-  using Scan = typename Shared::Scan;
-  find_threshold_block<kThreads, select_bins(), Scan>(sh.hist, K, sh.cub.scan, &sh.value[0],
-                                                      &sh.value[1]);
-  __syncthreads();
-  const int threshold = static_cast<int>(sh.value[0]);
-  const uint32_t in_bin = sh.hist[threshold];
-  uint32_t need = K - sh.value[1];
-  const uint32_t floor_key = select_bin_floor(threshold, best);
-  __syncthreads();  // sh.value is read before it is reused
+  ThresholdBin t = threshold_bin<kThreads>(sh, K);
+  const uint32_t floor_key = select_bin_floor(t.bin, best);
   entries = list_staged<kThreads>(sh, staged, closed, floor_key, list_key, list_index, kShare);
   if (entries >= 0) {
     finish_from_list<kThreads>(sh, list_key, list_index, entries, best, K, row.out);
@@ -341,16 +324,13 @@ __global__ void __launch_bounds__(kThreads, select_staged_min_ctas())
   // 3. A share overflowed again (many ties at the threshold): the K-th key
   // among the staged row's keys of the threshold bin, and each warp writes
   // its part's selected regions.
-  auto candidates = [&](auto&& visit) {
+  const uint32_t kth = kth_in_bin<kThreads>(sh, t.in_bin, t.need, [&](auto&& visit) {
     for (int32_t i = threadIdx.x; i < closed; i += kThreads) {
       const uint32_t key = score_key(staged[i]);
-      if (select_bin(key, best) == threshold) visit(key);
+      if (select_bin(key, best) == t.bin) visit(key);
     }
-  };
-  const uint32_t kth = in_bin <= static_cast<uint32_t>(select_few())
-                           ? kth_among_few<kThreads>(sh, need, candidates)
-                           : radix_select<kThreads>(sh, need, candidates);
-  write_staged_selection<kThreads>(sh, staged, closed, kth, need, row.out);
+  });
+  write_staged_selection<kThreads>(sh, staged, closed, kth, t.need, row.out);
 }
 
 }  // namespace step5::cuda

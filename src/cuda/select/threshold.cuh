@@ -115,6 +115,29 @@ __device__ __forceinline__ void find_threshold_block(const uint32_t* hist, uint3
   }
 }
 
+// The threshold bin of a histogram in sh.hist: the bin where the count from
+// the top reaches K, how many keys it holds, and how many of them belong
+// to the top K. Every thread calls it; ends with a barrier, after which
+// sh.value and sh.hist may be reused.
+struct ThresholdBin {
+  int bin;
+  uint32_t in_bin;
+  uint32_t need;
+};
+template <int kThreads>
+__device__ ThresholdBin threshold_bin(SelectShared<kThreads>& sh, uint32_t K) {
+  using Scan = typename SelectShared<kThreads>::Scan;
+  find_threshold_block<kThreads, select_bins(), Scan>(sh.hist, K, sh.cub.scan, &sh.value[0],
+                                                      &sh.value[1]);
+  __syncthreads();
+  ThresholdBin t;
+  t.bin = static_cast<int>(sh.value[0]);
+  t.in_bin = sh.hist[t.bin];
+  t.need = K - sh.value[1];
+  __syncthreads();
+  return t;
+}
+
 // Radix select of the need-th largest key among the keys `for_each` visits
 // (MSB first, 8-bit digits). Returns the key; `need` becomes how many keys
 // equal to it belong to the top.
@@ -174,6 +197,16 @@ __device__ uint32_t kth_among_few(SelectShared<kThreads>& sh, uint32_t& need, Fo
   need -= sh.value[1];
   __syncthreads();
   return kth;
+}
+
+// The need-th largest key among the `in_bin` keys `for_each` visits (a
+// threshold bin's): by counting when they are few, else by radix passes.
+// `need` becomes how many keys equal to it belong to the top.
+template <int kThreads, class ForEach>
+__device__ uint32_t kth_in_bin(SelectShared<kThreads>& sh, uint32_t in_bin, uint32_t& need,
+                               ForEach for_each) {
+  return in_bin <= static_cast<uint32_t>(select_few()) ? kth_among_few<kThreads>(sh, need, for_each)
+                                                       : radix_select<kThreads>(sh, need, for_each);
 }
 
 }  // namespace step5::cuda
