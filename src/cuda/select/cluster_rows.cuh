@@ -248,11 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) select_cluster_kernel(SelectParam
     auto candidates = [&](auto&& visit) {
       for (uint32_t i = threadIdx.x; i < gathered; i += kThreads) visit(cs.all[i]);
     };
-    if (gathered <= static_cast<uint32_t>(select_few())) {
-      kth = kth_among_few<kThreads>(sh, need, candidates);
-    } else {
-      kth = radix_select<kThreads>(sh, need, candidates);
-    }
+    kth = kth_in_bin<kThreads>(sh, gathered, need, candidates);
   } else {
     // More candidates than the gathered array holds: radix passes over
     // every part's list, read in place.

@@ -274,12 +274,7 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
       if (select_bin(key, best) == threshold) visit(key);
     }
   };
-  uint32_t kth;
-  if (kept - above <= static_cast<uint32_t>(select_few())) {
-    kth = kth_among_few<kThreads>(sh, need, candidates);
-  } else {
-    kth = radix_select<kThreads>(sh, need, candidates);
-  }
+  const uint32_t kth = kth_in_bin<kThreads>(sh, kept - above, need, candidates);
 
   // 4. Stable compaction of the list.
   StableCompaction<kThreads> compaction{sh, out, kth, need};
