@@ -4,24 +4,27 @@
 // score: random scores (the threshold bin's few candidates), a periodic
 // pattern (regions 32 i .. 32 i + 3 high), massive ties (more regions at
 // the K-th score than shared memory holds: radix passes over global
-// memory), moderate ties with +0 and -0, and high scores exactly where the
+// memory), moderate ties with +0 and -0, high scores exactly where the
 // kernel samples a long row (its guessed floor then lies above the K-th
-// score, and a second pass decides); rows of at most K regions take every
-// region. Every kernel instance runs: score columns up to 2,048, up to
-// 32,768 and above, each of the last two in the 1,024-thread instances the
-// plan picks for steps of at most one selection per SM and in the
-// 512-thread ones, up to 4,096 in the 128-thread instance that the plan
-// picks for steps of many selections, and up to 16,384 in the staged one
-// it picks past them. On sm_90+ launches of at
-// least 65,536 score columns with few selections split each row over a
-// cluster of 2 to 8 CTAs (its parts list every key, or from a floor
-// sampled over all parts when a part is long, or take an ordered pass, or
-// leave massive ties to one CTA). Without a usable GPU the tests are
-// skipped visibly.
+// score, and a second pass decides), dense scores (all but a few within
+// 1/256 of each other: many distinct keys in one distance bin) and scores
+// within 48 units in the last place of the best (the K-th key in an exact
+// distance bin); rows of at most K regions take every region. Every kernel
+// instance runs: score columns up to 2,048, up to 32,768 and above, each
+// of the last two in the 1,024-thread instances the plan picks for steps
+// of at most one selection per SM and in the 512-thread ones, up to 4,096
+// in the 128-thread instance that the plan picks for steps of many
+// selections, and up to 16,384 in the staged one it picks past them. On
+// sm_90+ launches of at least 65,536 score columns with few selections
+// split each row over a cluster of 2 to 8 CTAs (its parts list every key,
+// or from a floor sampled over all parts when a part is long, or take an
+// ordered pass, or leave massive ties to one CTA). Without a usable GPU the
+// tests are skipped visibly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -37,9 +40,10 @@
 namespace step5 {
 namespace {
 
-enum class Pattern { random, periodic, four_values, quantized, in_sample };
-constexpr Pattern kPatterns[] = {Pattern::random, Pattern::periodic, Pattern::four_values,
-                                 Pattern::quantized, Pattern::in_sample};
+enum class Pattern { random, periodic, four_values, quantized, in_sample, dense, near_best };
+constexpr Pattern kPatterns[] = {Pattern::random,    Pattern::periodic,  Pattern::four_values,
+                                 Pattern::quantized, Pattern::in_sample, Pattern::dense,
+                                 Pattern::near_best};
 
 // Whether region j lies in a block the kernel samples (rows longer than its
 // list guess the floor they keep from that sample).
@@ -56,6 +60,15 @@ float crafted_score(Pattern pattern, int32_t j, std::mt19937_64& rng) {
     case Pattern::periodic: return (j % 32 < 4 ? 4.0f : 1.0f) + unit(rng);
     case Pattern::four_values: return static_cast<float>(rng() % 4);
     case Pattern::in_sample: return (sampled(j) ? 4.0f : 1.0f) + unit(rng);
+    case Pattern::dense: return j % 97 == 0 ? 100.0f : 1.0f + unit(rng) / 256.0f;
+    case Pattern::near_best: {
+      // 48 floats one unit in the last place apart: every key within 48 of
+      // the best, so the K-th lies in an exact distance bin.
+      const uint32_t bits = 0x3f800000u + static_cast<uint32_t>(rng() % 48);
+      float x;
+      std::memcpy(&x, &bits, sizeof x);
+      return x;
+    }
     case Pattern::quantized: {
       const float x = std::round((8.0f * unit(rng) - 4.0f) * 8.0f) / 8.0f;
       return x == 0.0f && (rng() & 1) ? -0.0f : x;
@@ -77,12 +90,12 @@ std::vector<int32_t> exact_top_k(const float* scores, int32_t C, int32_t K) {
   return order;
 }
 
-// One decode row per request at the given sequence lengths, G = 5 groups
+// One decode row per request at the given sequence lengths, G = 7 groups
 // (one pattern each), score columns `columns` (>= every row's C).
 void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_t columns) {
   LayerConfig c;
-  c.num_heads = 10;
-  c.num_kv_heads = 5;
+  c.num_heads = 14;
+  c.num_kv_heads = 7;
   c.head_size = 64;
   c.topk = K;
   const int64_t G = c.num_kv_heads, R = static_cast<int64_t>(lens.size());
@@ -145,7 +158,7 @@ void check_crafted_selection(int32_t K, const std::vector<int32_t>& lens, int64_
   }
 }
 
-// `lens` repeated to `rows` rows: 70 rows x 5 groups are more selections
+// `lens` repeated to `rows` rows: 70 rows x 7 groups are more selections
 // than any GPU has SMs, so the plan keeps 512-thread CTAs for them.
 std::vector<int32_t> cycled(const std::vector<int32_t>& lens, size_t rows) {
   std::vector<int32_t> out;
@@ -156,13 +169,13 @@ std::vector<int32_t> cycled(const std::vector<int32_t>& lens, size_t rows) {
 // Score columns above 32,768: the long-row instances; rows of 300 (<= K),
 // 9,001 (under its list: two passes), 16,385 and 40,000 regions (one pass
 // from a sampled floor; the in-sample pattern misleads the sample, the
-// massive ties overflow the list). 4 rows x 5 groups: 1,024 threads.
+// massive ties overflow the list). 4 rows x 7 groups: 1,024 threads.
 TEST(CudaSelect, ExactOnCraftedScoresLongRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 72009, 131081, 320001}, 40000);
 }
 
-// One row at a time (5 selections) in 250,000 score columns: clusters of
+// One row at a time (7 selections) in 250,000 score columns: clusters of
 // 8 CTAs on sm_90+. Rows of 300 (<= K), 524 and 2,500 regions (parts of a
 // few hundred keys, some empty), 40,000 and 131,072 (parts that list every
 // key) and 250,000 (parts longer than their lists: a floor sampled over
@@ -176,7 +189,7 @@ TEST(CudaSelect, ExactOnCraftedScoresOneRowInClusters) {
   }
 }
 
-// 8 rows (40 selections): clusters of 2 CTAs on sm_90+, whose parts of up to
+// 8 rows (56 selections): clusters of 2 CTAs on sm_90+, whose parts of up to
 // 70,000 scores are longer than their lists: they list from a floor sampled
 // over both parts (the in-sample pattern misleads it: ordered passes), and
 // the four-value pattern's ties exceed a part's list (one CTA selects over
@@ -193,7 +206,7 @@ TEST(CudaSelect, ExactOnCraftedScoresLongRowsManySelections) {
 }
 
 // Score columns above 2,048 up to 32,768: rows of 300 (<= K), 2,500, 9,001
-// and 16,385 regions; 4 rows x 5 groups: 1,024 threads.
+// and 16,385 regions; 4 rows x 7 groups: 1,024 threads.
 TEST(CudaSelect, ExactOnCraftedScoresMediumRows) {
   STEP5_REQUIRE_GPU();
   check_crafted_selection(512, {2401, 20001, 72009, 131081}, 16388);
@@ -205,7 +218,7 @@ TEST(CudaSelect, ExactOnCraftedScoresMediumRowsManySelections) {
   check_crafted_selection(512, cycled({2401, 20001, 72009, 131081}, 70), 16388);
 }
 
-// Many selections (512 rows x 5 groups, at least 8 per SM on a GPU of up
+// Many selections (512 rows x 7 groups, at least 8 per SM on a GPU of up
 // to 320 SMs): the plan takes the 128-thread instance up to 4,096 columns;
 // rows of 300 (<= K), 2,500 and 4,000 regions.
 TEST(CudaSelect, ExactOnCraftedScoresManyRows) {

@@ -196,6 +196,9 @@ constexpr int select_sample_stride() {
 // 512-thread CTA left three quarters of its threads without scores and
 // spent ~40 % of its time at barriers (ncu: 381 us for 16,384 rows of
 // 1,024 scores), and the 48 KB list held occupancy to two CTAs per SM.
+// One warp per selection with the row in its registers (branch
+// wip/warp-select, session 37) cut the 8K chunk's warp instructions from
+// 89 M to 62 M but took 133 -> 170 us: the 128-thread CTAs stay.
 constexpr int select_short_columns() {
   return 2048;
 }

@@ -147,6 +147,14 @@ Case decode_case(std::string name, LayerConfig c, std::vector<int32_t> contexts,
   return k;
 }
 
+// `n` decode contexts spread over [lo, hi].
+std::vector<int32_t> spread_contexts(int n, int32_t lo, int32_t hi) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(lo + static_cast<int32_t>(int64_t{hi - lo} * i / (n - 1)));
+  return out;
+}
+
 // A prefill of one long prompt in chunks of `chunk` tokens.
 Case long_prefill_case(std::string name, LayerConfig c, int prompt, int chunk,
                        size_t max_score_bytes, int tier) {
@@ -193,6 +201,11 @@ std::vector<Case> cases() {
                   with_indexer(csa(8, 8, 192, 64, 64, bf, bf, 0), 8, 64), {3000, 700}, true, 1),
       decode_case("csa G16 H64 D64 B64 K32 verify mtp=3", csa(16, 4, 64, 64, 32, f8, f8, 3),
                   {2100, 900, 1}, true, 2),
+      // 70 requests x G = 16 = 1,120 selections, at least 8 per SM on GPUs
+      // of up to 140 SMs: a decode step of many selections, whose selection
+      // launch carries the step's cache update (K/V and summaries).
+      decode_case("csa G16 H64 D64 B64 K32 decode 70 requests", csa(16, 4, 64, 64, 32, bf, f8, 0),
+                  spread_contexts(70, 40, 2050), true, 1),
       // Ties: all scores 0, selection by index alone, in shared memory
       // (C <= 6144) and through the global radix fallback (C > 6144).
       decode_case("csa G8 H64 D192 B64 K512 tied scores ctx 8300",
