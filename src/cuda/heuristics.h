@@ -306,9 +306,10 @@ static_assert(select_cluster_fits(227u * 1024u), "Hopper holds a part's list");
 // then a list in warp shares (263 us); a sampled floor with that list read
 // through per-warp share lookups (285 us), which in place of the
 // 128-thread instance for 32K chunks (4,096 columns) also made that layer
-// 6-9 % slower, so the staged instance starts past 4,096; this version
-// there too (session 37: 338 -> 519 us per 2,048 rows, the layer 2.5-4.2 %
-// slower): its floor and list pay only for rows much longer than K. A
+// 6-9 % slower, so the staged instance starts past 4,096. The merged
+// version is slower there too (session 37: 338 -> 519 us per 2,048 rows,
+// the layer 2.5-4.2 % slower): its floor and list pay only for rows much
+// longer than K. A
 // listing pass comparing floats instead of keys over a NaN-padded row
 // (branch wip/staged-listing-rebased) ran no faster (204.0 -> 204.7 us at
 // 128K). Decode steps of more than sm_count x 8 / G
