@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1) select_cluster_kernel(SelectParam
   if (!select_row_start<kThreads>(p, local_row, g, first, row)) return;
   const int32_t closed = row.closed;
   int32_t* const out = row.out;
-  const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+  const float* const scores = row_scores(p, local_row, g);
   const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
   // Parts in whole sample strides, so each sampled block lies in one part
   // (and a part's start keeps the row's alignment).

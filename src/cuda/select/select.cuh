@@ -136,6 +136,26 @@ __device__ __forceinline__ bool select_row_start(const SelectParams& p, int64_t 
   return true;
 }
 
+// The start of the kernels with one CTA per (row, group), blockIdx (x, y)
+// = (local_row, g): the CTAs past the rows summarize the step's closing
+// regions, the others start their row. Returns false when the CTA is done.
+template <int kThreads>
+__device__ __forceinline__ bool select_row_cta(const SelectParams& p, int64_t local_row, int g,
+                                               SelectRow& row) {
+  if (local_row >= p.num_rows) {
+    summarize_of_cta(p, (local_row - p.num_rows) * p.num_groups + g);
+    return false;
+  }
+  return select_row_start<kThreads>(p, local_row, g, true, row);
+}
+
+// Row `local_row`'s scores for group g. Recomputed where needed rather than
+// kept in SelectRow: the cluster kernel is at its 64-register bound.
+__device__ __forceinline__ const float* row_scores(const SelectParams& p, int64_t local_row,
+                                                   int g) {
+  return p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+}
+
 // kLongRows: the instance for launches of long rows (select_long_columns),
 // whose rows longer than the list take one pass (long_rows.cuh).
 template <int kThreads, bool kLongRows>
@@ -155,15 +175,11 @@ __global__ void __launch_bounds__(kThreads, select_min_ctas(kThreads))
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
-  if (local_row >= p.num_rows) {
-    summarize_of_cta(p, (local_row - p.num_rows) * p.num_groups + g);
-    return;
-  }
   SelectRow row;
-  if (!select_row_start<kThreads>(p, local_row, g, true, row)) return;
+  if (!select_row_cta<kThreads>(p, local_row, g, row)) return;
   const int32_t closed = row.closed;
   int32_t* const out = row.out;
-  const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+  const float* const scores = row_scores(p, local_row, g);
   const bool vector = reinterpret_cast<uintptr_t>(scores) % 16 == 0;
   constexpr int kStep = kThreads * kItems;
   const int32_t mine = static_cast<int32_t>(threadIdx.x) * kItems;

@@ -265,14 +265,10 @@ __global__ void __launch_bounds__(kThreads, select_staged_min_ctas())
 
   const int64_t local_row = blockIdx.x;
   const int g = blockIdx.y;
-  if (local_row >= p.num_rows) {
-    summarize_of_cta(p, (local_row - p.num_rows) * p.num_groups + g);
-    return;
-  }
   SelectRow row;
-  if (!select_row_start<kThreads>(p, local_row, g, true, row)) return;
+  if (!select_row_cta<kThreads>(p, local_row, g, row)) return;
   const int32_t closed = row.closed;
-  const float* scores = p.scores + local_row * p.scores_stride_t + g * p.scores_stride_g;
+  const float* const scores = row_scores(p, local_row, g);
   stage_row<kThreads>(staged, scores, closed);
   for (int b = threadIdx.x; b < select_bins(); b += kThreads) sh.hist[b] = 0;
   const uint32_t K = static_cast<uint32_t>(p.topk);
