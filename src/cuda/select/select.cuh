@@ -78,13 +78,14 @@ struct SelectRow {
   int32_t* out;    // its K output entries
 };
 
-// The start both select kernels share for row `local_row`, group g: the
+// The start every select kernel shares for row `local_row`, group g: the
 // cache work the launch carries for the row (write_kv, the ring row), the
 // rows that need no selection (at most K closed regions: all of them;
 // more than the launch scored: none, a context past the plan's, as a
 // fault) and the programmatic wait before any score is read. `writer`: this
 // CTA does the row's cache work and writes its output (a cluster's first
-// CTA; every CTA of select_kernel). Returns false when the row is done.
+// CTA; every CTA of the one-CTA-per-row kernels, through select_row_cta).
+// Returns false when the row is done.
 template <int kThreads>
 __device__ __forceinline__ bool select_row_start(const SelectParams& p, int64_t local_row, int g,
                                                  bool writer, SelectRow& row) {
