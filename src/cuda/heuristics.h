@@ -309,10 +309,9 @@ static_assert(select_cluster_fits(227u * 1024u), "Hopper holds a part's list");
 // 6-9 % slower, so the staged instance starts past 4,096. The merged
 // version is slower there too (session 37: 338 -> 519 us per 2,048 rows,
 // the layer 2.5-4.2 % slower): its floor and list pay only for rows much
-// longer than K. A
-// listing pass comparing floats instead of keys over a NaN-padded row
-// (branch wip/staged-listing-rebased) ran no faster (204.0 -> 204.7 us at
-// 128K). Decode steps of more than sm_count x 8 / G
+// longer than K. A listing pass comparing floats instead of keys over a
+// NaN-padded row (branch wip/staged-listing-rebased) ran no faster (204.0
+// -> 204.7 us at 128K). Decode steps of more than sm_count x 8 / G
 // requests past 32K take it too (not measured). 16,384 columns are 64 KB;
 // with the 32 KB list two 512-thread CTAs share an SM.
 constexpr int select_staged_threads() {

@@ -147,11 +147,12 @@ Case decode_case(std::string name, LayerConfig c, std::vector<int32_t> contexts,
   return k;
 }
 
-// `n` decode contexts spread over [lo, hi].
+// `n` decode contexts spread evenly over [lo, hi] (one: lo).
 std::vector<int32_t> spread_contexts(int n, int32_t lo, int32_t hi) {
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i)
-    out.push_back(lo + static_cast<int32_t>(int64_t{hi - lo} * i / (n - 1)));
+  for (int i = 0; i < n; ++i) {
+    out.push_back(n == 1 ? lo : lo + static_cast<int32_t>(int64_t{hi - lo} * i / (n - 1)));
+  }
   return out;
 }
 
