@@ -45,6 +45,10 @@ constexpr int kThreads = 128;
 constexpr int kChunkBytes = 6144;                      // 8 keys x (K || V) x 192 x 2 B
 constexpr int kVectors = kChunkBytes / 16 / kThreads;  // 16-byte loads per thread per chunk
 
+// The library's copy is attn::cp_async16 (src/cuda/attention/ptx.cuh), in
+// its zero-fill form; this program keeps its own plain form so that it
+// builds alone and stays the one whose figures docs/prefill_design.md
+// records.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem));
