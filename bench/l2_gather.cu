@@ -10,7 +10,11 @@
 //   - whole rows: CTA r reads all of row r's chunks (the row kernel today);
 //   - segments: CTA (s, r), s-major, reads the s-th of S equal parts of
 //     row r's chunks, so the CTAs resident at once read ~F / S bytes (a
-//     split-KV schedule ordered for L2 reuse).
+//     split-KV schedule ordered for L2 reuse);
+//   - rows at pitch P: whole rows, copied as the row kernel copies a
+//     16-key step (its 16 rows x 48 pieces flattened over a warp's lanes)
+//     into rows P bytes apart in shared memory: 784 (main's padded rows)
+//     or 768.
 // Residency is set by dynamic shared memory: 2 CTAs per SM, as the row
 // kernel runs, or 8. The CTAs only copy (16-byte cp.async into shared
 // memory, 48 KB in flight per CTA at 2 CTAs per SM, 12 KB at 8) and
@@ -85,6 +89,43 @@ __global__ void __launch_bounds__(kThreads)
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
 
+// The row attention kernel's copy pattern (row_page_source.cuh,
+// issue_step): each warp copies 16-key steps (two chunks of 8 rows of 768
+// bytes) into its own two stage buffers, the step's 16 x 48 16-byte pieces
+// flattened over the lanes, rows kPitch bytes apart in shared memory.
+template <int kPitch>
+__global__ void __launch_bounds__(kThreads)
+    gather_rows_kernel(const uint4* base, const int32_t* ids, const int64_t* first) {
+  extern __shared__ unsigned char stage_rows[];  // [4 warps][2 stages][16][kPitch]
+  constexpr int kRow = kChunkBytes / 8, kPieces = kRow / 16;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t begin = first[blockIdx.x], end = first[blockIdx.x + 1];
+  const int64_t steps = (end - begin + 1) / 2;
+  unsigned char* own = stage_rows + warp * 2 * 16 * kPitch;
+  auto issue = [&](int64_t step, int buffer) {
+    if (step < steps) {
+      for (int k = 0; k < 16 * kPieces / 32; ++k) {
+        const int i = 32 * k + lane, tok = i / kPieces, c = i % kPieces;
+        const int64_t e = begin + 2 * step + tok / 8;
+        if (e < end) {
+          const unsigned char* row =
+              reinterpret_cast<const unsigned char*>(base + int64_t{ids[e]} * (kChunkBytes / 16)) +
+              (tok % 8) * kRow;
+          cp_async16(own + (buffer * 16 + tok) * kPitch + c * 16, row + c * 16);
+        }
+      }
+    }
+    asm volatile("cp.async.commit_group;");
+  };
+  issue(warp, 0);
+  int buffer = 1;
+  for (int64_t s = warp; s < steps; s += 4, buffer ^= 1) {
+    issue(s + 4, buffer);
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+  }
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
 __global__ void copy_kernel(const uint4* in, uint4* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -134,6 +175,10 @@ int main() {
   CHECK(cudaFuncSetAttribute(gather_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              110 << 10));
   CHECK(cudaFuncSetAttribute(gather_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             110 << 10));
+  CHECK(cudaFuncSetAttribute(gather_rows_kernel<768>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             110 << 10));
+  CHECK(cudaFuncSetAttribute(gather_rows_kernel<784>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              110 << 10));
 
   const int64_t copy_vectors = max_footprint / 16;
@@ -211,6 +256,28 @@ int main() {
         CHECK(cudaGetLastError());
         char schedule[32];
         std::snprintf(schedule, sizeof schedule, "%d segs, %d/SM", segments, per_sm);
+        std::printf("%-12s %-16s %10.3f %10.3f\n", (std::to_string(mb) + " MB").c_str(), schedule,
+                    ms, gathered / ms / 1e9);
+      }
+      for (const int pitch : {768, 784}) {
+        const float ms = median_ms(
+            [&] {
+              copy_kernel<<<132 * 16, 256>>>(reinterpret_cast<const uint4*>(pool + max_footprint),
+                                             reinterpret_cast<uint4*>(pool + max_footprint),
+                                             (int64_t{128} << 20) / 16);
+            },
+            [&] {
+              if (pitch == 768) {
+                gather_rows_kernel<768><<<ctas, kThreads, 110 << 10>>>(
+                    reinterpret_cast<const uint4*>(pool), d_ids, d_first);
+              } else {
+                gather_rows_kernel<784><<<ctas, kThreads, 110 << 10>>>(
+                    reinterpret_cast<const uint4*>(pool), d_ids, d_first);
+              }
+            });
+        CHECK(cudaGetLastError());
+        char schedule[32];
+        std::snprintf(schedule, sizeof schedule, "%d segs, rows %d", segments, pitch);
         std::printf("%-12s %-16s %10.3f %10.3f\n", (std::to_string(mb) + " MB").c_str(), schedule,
                     ms, gathered / ms / 1e9);
       }

@@ -6,8 +6,13 @@
 // and which output column an accumulator holds. The row kernel puts the
 // keys on M instead (row_fragments.cuh).
 //
-// bf16 KV: ldmatrix (K) and ldmatrix.trans (V) on padded rows, identity
-// column order.
+// bf16 KV: ldmatrix (K) and ldmatrix.trans (V), identity column order.
+// Rows are staged unpadded, chunk c of row r at chunk c ^ (r % 8): the 8
+// rows of an ldmatrix land in 8 bank groups. (Rows padded by 16 bytes did
+// that too, but then a warp's 512-byte cp.async spans were not 128-byte
+// aligned in shared memory, and the copies of such spans read up to twice
+// their sectors from L2: ncu on an H200, 33 % of the row kernel's L2
+// sectors were excess; swizzled, ncu on an H100 counts none.)
 //
 // fp8 KV: no second shared-memory pass. Rows are staged raw and converted
 // in registers, exactly:
@@ -51,7 +56,7 @@ __device__ __forceinline__ int stage_chunk_offset(int row, int c) {
     const int f = r ^ ((r & 1) << 2);
     return row * T::kRawPitch + ((c & ~7) | ((c & 7) ^ f)) * 16;
   } else {
-    return row * T::kRawPitch + c * 16;
+    return row * T::kRawPitch + (c ^ (row & 7)) * 16;
   }
 }
 
@@ -69,19 +74,20 @@ __device__ __forceinline__ int fragment_column(int kk, int i, int t) {
 
 // Shared addresses of the ldmatrix reads of a 16-key step (`rows`), for
 // lane `lane`; each lane gives one row address of matrix lane / 8.
-// bf16 K, k-step 0 (add 32 bytes per k-step): matrix j holds keys
-// 8 (j >> 1).. and columns 8 (j & 1)...
+// bf16 K, k-step kk (columns 16 kk..): matrix j holds keys 8 (j >> 1)..
+// and columns 16 kk + 8 (j & 1)...
 template <class T>
-__device__ __forceinline__ uint32_t k_ldmatrix_addr(const unsigned char* rows, int lane) {
+__device__ __forceinline__ uint32_t k_ldmatrix_addr(const unsigned char* rows, int lane, int kk) {
   const int mi = lane / 8, ri = lane % 8;
-  return smem_addr(rows) + ((mi >> 1) * 8 + ri) * T::kRawPitch + (mi & 1) * 16;
+  return smem_addr(rows + stage_chunk_offset<T>((mi >> 1) * 8 + ri, 2 * kk + (mi & 1)));
 }
-// bf16 V, dims 0..15 (add 32 bytes per 16 dims), for ldmatrix.trans:
-// matrix j holds keys 8 (j & 1).. and dims 8 (j >> 1)...
+// bf16 V, dims 16 mt.. for ldmatrix.trans: matrix j holds keys 8 (j & 1)..
+// and dims 16 mt + 8 (j >> 1)...
 template <class T>
-__device__ __forceinline__ uint32_t v_ldmatrix_addr(const unsigned char* rows, int lane) {
+__device__ __forceinline__ uint32_t v_ldmatrix_addr(const unsigned char* rows, int lane, int mt) {
   const int mi = lane / 8, ri = lane % 8;
-  return smem_addr(rows) + ((mi & 1) * 8 + ri) * T::kRawPitch + 2 * T::kDim + (mi >> 1) * 16;
+  return smem_addr(rows +
+                   stage_chunk_offset<T>((mi & 1) * 8 + ri, T::kDim / 8 + 2 * mt + (mi >> 1)));
 }
 // fp8 V, bytes of dims 16 m .. 16 m + 31 read as b16 pairs, for
 // ldmatrix.trans: matrix j holds keys 8 (j & 1).. and the 16 dims from
@@ -176,11 +182,10 @@ __device__ __forceinline__ void qk_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    const uint32_t k_addr = k_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
-      ldmatrix_x4(b, k_addr + kk * 32);
+      ldmatrix_x4(b, k_ldmatrix_addr<T>(rows, lane, kk));
       mma_bf16(s[0], qf[kk], b[0], b[1]);
       mma_bf16(s[1], qf[kk], b[2], b[3]);
     }
@@ -232,11 +237,10 @@ __device__ __forceinline__ void pv_step(const unsigned char* rows, int lane,
       }
     }
   } else {
-    const uint32_t v_addr = v_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int nd = 0; nd < D / 8; nd += 2) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, v_addr + nd * 16);
+      ldmatrix_x4_trans(b, v_ldmatrix_addr<T>(rows, lane, nd / 2));
       mma_bf16(acc[nd], pa, b[0], b[1]);
       mma_bf16(acc[nd + 1], pa, b[2], b[3]);
     }

@@ -77,12 +77,6 @@ constexpr int max_topk() {
   return 4096;
 }
 
-// Shared-memory pitch of one token row (K || V). 16 extra bytes shift
-// consecutive rows by 4 banks, so ldmatrix over 8 rows is conflict free.
-constexpr int smem_row_pitch(int row_bytes) {
-  return row_bytes + 16;
-}
-
 // Split-KV fills the GPU's resident CTA slots, two CTAs per SM (shared
 // memory, K <= 512), since a decode step has only rows * G (row, group)
 // pairs, e.g. 8 for one request, and each CTA would otherwise stream 513

@@ -183,11 +183,10 @@ __device__ __forceinline__ void kq_step(const unsigned char* rows, int lane,
     // ldmatrix matrix j: keys 8 (j >> 1).., columns 8 (j & 1)..; A wants
     // (keys 0-7, cols 0-7), (keys 8-15, cols 0-7), (keys 0-7, cols 8-15),
     // (keys 8-15, cols 8-15).
-    const uint32_t k_addr = k_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t b[4];
-      ldmatrix_x4(b, k_addr + kk * 32);
+      ldmatrix_x4(b, k_ldmatrix_addr<T>(rows, lane, kk));
       const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) mma_bf16(part[kk & 1][nt], a, qb[kk][nt][0], qb[kk][nt][1]);
@@ -281,11 +280,10 @@ __device__ __forceinline__ void vp_step(const unsigned char* rows, int lane,
     }
   } else {
     // Transposed, lane (g, t) holds V[2t][d], V[2t+1][d] of d = its row g.
-    const uint32_t v_addr = v_ldmatrix_addr<T>(rows, lane);
 #pragma unroll
     for (int mt = 0; mt < D / 16; ++mt) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, v_addr + mt * 32);
+      ldmatrix_x4_trans(b, v_ldmatrix_addr<T>(rows, lane, mt));
       const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) mma_bf16(acc[mt][nt], a, pb[nt][0], pb[nt][1]);

@@ -20,12 +20,12 @@ struct Tile {
   static constexpr bool kIsFp8 = kFp8;
   static constexpr bool kIsCsa = kCsa;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
-  // One token row as stored (K || V) and as staged. bf16 rows are padded
-  // by 16 bytes (ldmatrix over 8 rows is then conflict free); fp8 rows are
-  // not padded but their 16-byte chunks are swizzled (fragments.cuh), so
-  // the same rows serve 16-byte loads of K and ldmatrix of V.
+  // One token row as stored (K || V) and as staged: unpadded, its 16-byte
+  // chunks swizzled within groups of 8 (fragments.cuh, stage_chunk_offset)
+  // so that ldmatrix over 8 rows (bf16), and 16-byte K loads and ldmatrix
+  // of V (fp8), are conflict free.
   static constexpr int kRawRowBytes = 2 * D * kElemBytes;
-  static constexpr int kRawPitch = kFp8 ? kRawRowBytes : smem_row_pitch(kRawRowBytes);
+  static constexpr int kRawPitch = kRawRowBytes;
   static constexpr int kChunks = kRawRowBytes / 16;  // 16-byte cp.async per row
   // A step's copies spread evenly over the warp's lanes.
   static constexpr int kCopiesPerLane = keys_per_step() * kChunks / 32;
@@ -39,7 +39,8 @@ struct Tile {
   static constexpr int kBufferBytes = std::max(attention_warps() * kWarpBytes, kMergeBytes);
   static_assert(!kFp8 || D % 64 == 0,
                 "fp8 rows swizzle 16-byte chunks in groups of 8: D must be a multiple of 64");
-  static_assert(kRawRowBytes % 16 == 0, "token rows must be whole 16-byte chunks");
+  static_assert(kRawRowBytes % 128 == 0,
+                "staged rows start in bank group 0 (the chunk swizzle assumes it)");
   static_assert(kBufferBytes % 16 == 0, "page list must start 16-byte aligned");
 
   // Dynamic shared memory: buffers, then the CSA row's compacted page list
