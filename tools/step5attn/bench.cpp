@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <iostream>
@@ -309,7 +310,8 @@ std::string today() {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  std::string json_path, max_seconds_text, max_score_text, filter, tiles_text = "auto";
+  std::string json_path, max_seconds_text, max_score_text, crossover_text, filter,
+      tiles_text = "auto";
   bool quick = false, check_only = false, no_check = false, portable = false;
   std::vector<std::string> positional;
   std::string error;
@@ -322,6 +324,7 @@ int run_bench(int argc, char** argv) {
                    {"max-seconds", &max_seconds_text, nullptr},
                    {"tiles", &tiles_text, nullptr},
                    {"max-score-mib", &max_score_text, nullptr},
+                   {"crossover", &crossover_text, nullptr},
                    {"portable", nullptr, &portable}},
                   positional, error) ||
       !positional.empty()) {
@@ -352,6 +355,19 @@ int run_bench(int argc, char** argv) {
       return kExitUsage;
     }
     plan_options.max_score_bytes = static_cast<size_t>(mib) << 20;
+  }
+  if (!crossover_text.empty()) {
+    // A tuning knob: the per-tile choice's crossover, in union regions per
+    // row and K (PlanOptions::tile_union_crossover).
+    char* end = nullptr;
+    const double x = std::strtod(crossover_text.c_str(), &end);
+    if (end == crossover_text.c_str() || *end != '\0' || !std::isfinite(x) || x <= 0.0 ||
+        x > 64.0) {
+      print_error("bench",
+                  "--crossover expected a number in (0, 64], got \"" + crossover_text + "\"");
+      return kExitUsage;
+    }
+    plan_options.tile_union_crossover = x;
   }
   try {
     auto cpu = make_backend(BackendKind::cpu);

@@ -60,7 +60,7 @@ constexpr CommandHelp kHelp[] = {
      "  -h, --help              this help\n"},
     {"bench",
      "[--quick] [--filter A,B] [--json FILE] [--check-only] [--no-check] [--max-seconds N] "
-     "[--tiles auto|always|never] [--max-score-mib N] [--portable]",
+     "[--tiles auto|always|never] [--max-score-mib N] [--crossover X] [--portable]",
      "check the cuda attention against cpu, then time SPEC 9 workloads",
      "On a GPU (figures are fractions of an H200): phase 1 checks the cuda attention against the "
      "cpu backend;\n"
@@ -84,6 +84,9 @@ constexpr CommandHelp kHelp[] = {
      "  --max-score-mib N       the layer rows' PlanOptions::max_score_bytes in MiB, 1..65536\n"
      "                          (default 256): CSA scores are computed in row chunks of at\n"
      "                          most this many bytes\n"
+     "  --crossover X           CSA prefill tiles run as tiles while their union of selected\n"
+     "                          regions is at most X x K per row (PlanOptions::\n"
+     "                          tile_union_crossover; default: the backend's measured value)\n"
      "  --portable              time the portable kernels (those of non-Hopper GPUs: the\n"
      "                          mma.sync attention, the generic indexer) even on Hopper\n"
      "  -h, --help              this help\n"},
