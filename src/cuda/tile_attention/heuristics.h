@@ -24,15 +24,19 @@ constexpr double max_union_over_topk() {
 }
 // The same crossing for the sm_90a (wgmma) tile kernel, in union regions
 // per row and K: a tile's cost per union region is lower there, and the
-// row kernel's cost depends on the KV dtype. From the twenty-fifth
-// session's H100 sweep (2,048-row chunks, D = 192, H/G = 8, K = 512;
-// docs/benchmarks.md, thirty-second session): the tile layer costs ~0.80
-// ms (bf16) / ~0.92 ms (fp8) per unit of union ratio, the row kernel
-// ~10.0 ms (bf16) / ~4.7 ms (fp8) whatever the union, so the two cross
-// near a union of 11.5 K (bf16) and 4.7 K (fp8 rows read half the bytes).
-// PlanOptions::tile_union_crossover overrides these.
+// row kernel's cost depends on the KV dtype and, since its bf16 rows are
+// staged unpadded (fortieth session), on whether the context's
+// pages stay in L2. H100, 2,048-row chunks, D = 192, H/G = 8, K = 512
+// (docs/benchmarks.md, fortieth session): the bf16 tile layer costs
+// ~1.0-1.1 ms per unit of union ratio (6.68 ms at 6.7 K, 14.07 ms at
+// 12.7 K), the bf16 row layer 7.1-7.5 ms up to 32K and 11.0 ms at 128K,
+// so they cross near 7.5 K at 32K and 9.9 K at 128K; 9 K sits between
+// (a tile at 32K with a union of 9 K loses on the tile kernel as much as
+// one at 128K with 8 K would on the rows: 20-30 %). fp8 (twenty-fifth session):
+// tile layer ~0.92 ms per unit, row kernel ~4.7 ms whatever the union:
+// 4.7 K. PlanOptions::tile_union_crossover overrides these.
 constexpr double tile_union_crossover_wgmma(bool fp8) {
-  return fp8 ? 4.7 : 11.5;
+  return fp8 ? 4.7 : 9.0;
 }
 
 // Regions a per-tile choice counts in its shared-memory bitmap (one bit a
