@@ -233,10 +233,8 @@ int main() {
       CHECK(cudaMemcpy(d_first, first.data(), first.size() * sizeof(int64_t),
                        cudaMemcpyHostToDevice));
       const int ctas = rows * segments;
-      for (const int per_sm : {2, 8}) {
-        // Residency by shared memory: 110 KB (48 KB of stages) or 27 KB
-        // (12 KB of stages) a CTA.
-        const int smem = per_sm == 2 ? 110 << 10 : 27 << 10;
+      // Times one gather over a cold L2 and prints its row.
+      auto time_gather = [&](const char* schedule, auto&& launch) {
         const float ms = median_ms(
             [&] {
               // A cold L2 for every run: copy 128 MB elsewhere first.
@@ -244,42 +242,35 @@ int main() {
                                              reinterpret_cast<uint4*>(pool + max_footprint),
                                              (int64_t{128} << 20) / 16);
             },
-            [&] {
-              if (per_sm == 2) {
-                gather_kernel<4><<<ctas, kThreads, smem>>>(reinterpret_cast<const uint4*>(pool),
-                                                           d_ids, d_first);
-              } else {
-                gather_kernel<1><<<ctas, kThreads, smem>>>(reinterpret_cast<const uint4*>(pool),
-                                                           d_ids, d_first);
-              }
-            });
+            launch);
         CHECK(cudaGetLastError());
-        char schedule[32];
-        std::snprintf(schedule, sizeof schedule, "%d segs, %d/SM", segments, per_sm);
         std::printf("%-12s %-16s %10.3f %10.3f\n", (std::to_string(mb) + " MB").c_str(), schedule,
                     ms, gathered / ms / 1e9);
+      };
+      const uint4* base = reinterpret_cast<const uint4*>(pool);
+      char schedule[32];
+      for (const int per_sm : {2, 8}) {
+        // Residency by shared memory: 110 KB (48 KB of stages) or 27 KB
+        // (12 KB of stages) a CTA.
+        const int smem = per_sm == 2 ? 110 << 10 : 27 << 10;
+        std::snprintf(schedule, sizeof schedule, "%d segs, %d/SM", segments, per_sm);
+        time_gather(schedule, [&] {
+          if (per_sm == 2) {
+            gather_kernel<4><<<ctas, kThreads, smem>>>(base, d_ids, d_first);
+          } else {
+            gather_kernel<1><<<ctas, kThreads, smem>>>(base, d_ids, d_first);
+          }
+        });
       }
       for (const int pitch : {768, 784}) {
-        const float ms = median_ms(
-            [&] {
-              copy_kernel<<<132 * 16, 256>>>(reinterpret_cast<const uint4*>(pool + max_footprint),
-                                             reinterpret_cast<uint4*>(pool + max_footprint),
-                                             (int64_t{128} << 20) / 16);
-            },
-            [&] {
-              if (pitch == 768) {
-                gather_rows_kernel<768><<<ctas, kThreads, 110 << 10>>>(
-                    reinterpret_cast<const uint4*>(pool), d_ids, d_first);
-              } else {
-                gather_rows_kernel<784><<<ctas, kThreads, 110 << 10>>>(
-                    reinterpret_cast<const uint4*>(pool), d_ids, d_first);
-              }
-            });
-        CHECK(cudaGetLastError());
-        char schedule[32];
         std::snprintf(schedule, sizeof schedule, "%d segs, rows %d", segments, pitch);
-        std::printf("%-12s %-16s %10.3f %10.3f\n", (std::to_string(mb) + " MB").c_str(), schedule,
-                    ms, gathered / ms / 1e9);
+        time_gather(schedule, [&] {
+          if (pitch == 768) {
+            gather_rows_kernel<768><<<ctas, kThreads, 110 << 10>>>(base, d_ids, d_first);
+          } else {
+            gather_rows_kernel<784><<<ctas, kThreads, 110 << 10>>>(base, d_ids, d_first);
+          }
+        });
       }
       CHECK(cudaFree(d_ids));
       CHECK(cudaFree(d_first));
