@@ -2,10 +2,15 @@
 // size and launch attribute: the CUDA driver's share of a forward call's
 // host time (bench/host_work measures the library's own share). Launches
 // go to an idle GPU (empty kernels), in batches of 200 between
-// synchronizations, best of 9 batches, three times. Not part of the build:
+// synchronizations, best of 9 batches, three times. Then a forward's three
+// dependent launches, timed while the GPU is busy (queued behind a spinning
+// kernel, as a layer's launches queue behind the layers before it): as
+// three direct launches, and as one launch of an instantiated three-node
+// graph whose nodes are updated per forward (a way to one submission per
+// forward). Not part of the build:
 //
 //   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
-//       -o /tmp/launch_cost bench/launch_cost.cu
+//       -o /tmp/launch_cost bench/launch_cost.cu -lcuda
 //   /tmp/launch_cost
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -78,6 +83,88 @@ void launch_ex(cudaStream_t stream, bool with_attribute, int programmatic, void 
   cudaLaunchKernelEx(&config, kernel, arg);
 }
 
+// Keeps one SM busy for `cycles` clock cycles, so that the launches timed
+// after it queue behind running work, as a layer's launches do.
+__global__ void spin_kernel(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+// A forward's launches, three dependent kernels with 512-byte parameters,
+// timed per forward while the GPU is busy: `enqueue` issues one forward.
+template <class F>
+void report_busy(const char* name, F&& enqueue, cudaStream_t stream) {
+  constexpr int kForwards = 46, kRounds = 8;
+  double best = 1e30, sum = 0;
+  for (int r = 0; r < kRounds; ++r) {
+    cudaStreamSynchronize(stream);
+    spin_kernel<<<1, 32, 0, stream>>>(4000000);  // ~2 ms
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kForwards; ++i) enqueue(i);
+    const auto t1 = std::chrono::steady_clock::now();
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kForwards;
+    if (r > 0) {
+      best = us < best ? us : best;
+      sum += us;
+    }
+  }
+  cudaStreamSynchronize(stream);
+  std::printf("%-52s best %.2f mean %.2f us per forward (%s)\n", name, best, sum / (kRounds - 1),
+              cudaGetErrorString(cudaGetLastError()));
+}
+
+// One forward as three launches into the stream (what the library does).
+void forward_direct(cudaStream_t s, const Big& big) {
+  for (int k = 0; k < 3; ++k) launch_ex(s, true, 1, big_dependent_kernel, big, 0);
+}
+
+// One forward as one launch of an instantiated three-node graph, after
+// setting each node's parameters (function, grid, arguments).
+struct GraphForward {
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphNode_t nodes[3] = {};
+  int edges_programmatic = 0;
+  int edges = 0;
+};
+
+GraphForward build_graph_forward(cudaStream_t s, const Big& big) {
+  GraphForward g;
+  cudaGraph_t graph;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  forward_direct(s, big);
+  cudaStreamEndCapture(s, &graph);
+  size_t count = 3;
+  cudaGraphGetNodes(graph, g.nodes, &count);
+  cudaGraphNode_t from[8], to[8];
+  cudaGraphEdgeData data[8];
+  size_t edges = 8;
+  cudaGraphGetEdges(graph, from, to, data, &edges);
+  g.edges = static_cast<int>(edges);
+  for (size_t e = 0; e < edges; ++e)
+    g.edges_programmatic += data[e].type == cudaGraphDependencyTypeProgrammatic ? 1 : 0;
+  cudaGraphInstantiate(&g.exec, graph, 0);
+  cudaGraphDestroy(graph);
+  return g;
+}
+
+void forward_graph(cudaStream_t s, const GraphForward& g, Big* args, int i, bool set, bool swap) {
+  if (set) {
+    for (int k = 0; k < 3; ++k) {
+      args[k].bytes[0] = static_cast<char>(i + k);
+      void* params[] = {&args[k]};
+      cudaKernelNodeParams p{};
+      p.func = reinterpret_cast<void*>((swap && (i & 1)) ? big_kernel : big_dependent_kernel);
+      p.gridDim = dim3(132 - (i & 3));
+      p.blockDim = dim3(128);
+      p.sharedMemBytes = 0;
+      p.kernelParams = params;
+      cudaGraphExecKernelNodeSetParams(g.exec, g.nodes[k], &p);
+    }
+  }
+  cudaGraphLaunch(g.exec, s);
+}
+
 }  // namespace
 
 int main() {
@@ -136,6 +223,27 @@ int main() {
         cu_launch_ex(&config, function, args, nullptr);
       },
       s);
+  {
+    Big args[3] = {};
+    report_busy(
+        "busy GPU: 3 x cudaLaunchKernelEx PDL 1", [&](int) { forward_direct(s, big); }, s);
+    const GraphForward g = build_graph_forward(s, big);
+    std::printf("captured graph: %d edges, %d programmatic\n", g.edges, g.edges_programmatic);
+    report_busy(
+        "busy GPU: cudaGraphLaunch (3 nodes, no updates)",
+        [&](int i) { forward_graph(s, g, args, i, false, false); }, s);
+    report_busy(
+        "busy GPU: 3 x ExecKernelNodeSetParams + GraphLaunch",
+        [&](int i) { forward_graph(s, g, args, i, true, false); }, s);
+    report_busy(
+        "busy GPU: the same, function changed every other",
+        [&](int i) { forward_graph(s, g, args, i, true, true); }, s);
+    report(
+        "idle GPU: 3 x cudaLaunchKernelEx PDL 1", [&] { forward_direct(s, big); }, s);
+    report(
+        "idle GPU: 3 x SetParams + GraphLaunch", [&] { forward_graph(s, g, args, 5, true, false); },
+        s);
+  }
   int device = 0;
   report(
       "cudaGetDevice", [&] { cudaGetDevice(&device); }, s);
