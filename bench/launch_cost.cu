@@ -41,20 +41,35 @@ __global__ void big_dependent_kernel(Big b) {
   if (b.bytes[3] == 7 && threadIdx.x == 9999) printf("x");
 }
 
-template <class F>
-double best_us(F&& launch, cudaStream_t stream) {
-  constexpr int kBatch = 200, kRounds = 10;
+// Host time per call of `launch(i)`, i = 0 .. batch - 1, in `rounds`
+// batches between synchronizations, each after `before()`; the first batch
+// warms up. Best and mean of the others.
+struct BatchTimes {
   double best = 1e30;
-  for (int r = 0; r < kRounds; ++r) {
+  double mean = 0;
+};
+template <class F, class Before>
+BatchTimes time_batches(F&& launch, Before&& before, int batch, int rounds, cudaStream_t stream) {
+  BatchTimes t;
+  for (int r = 0; r < rounds; ++r) {
     cudaStreamSynchronize(stream);
+    before();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBatch; ++i) launch();
+    for (int i = 0; i < batch; ++i) launch(i);
     const auto t1 = std::chrono::steady_clock::now();
-    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kBatch;
-    if (r > 0 && us < best) best = us;  // the first batch warms up
+    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / batch;
+    if (r > 0) {
+      t.best = us < t.best ? us : t.best;
+      t.mean += us / (rounds - 1);
+    }
   }
   cudaStreamSynchronize(stream);
-  return best;
+  return t;
+}
+
+template <class F>
+double best_us(F&& launch, cudaStream_t stream) {
+  return time_batches([&](int) { launch(); }, [] {}, 200, 10, stream).best;
 }
 
 template <class F>
@@ -92,25 +107,13 @@ __global__ void spin_kernel(long long cycles) {
 }
 
 // A forward's launches, three dependent kernels with 512-byte parameters,
-// timed per forward while the GPU is busy: `enqueue` issues one forward.
+// timed per forward while the GPU is busy: `enqueue(i)` issues forward i.
 template <class F>
 void report_busy(const char* name, F&& enqueue, cudaStream_t stream) {
-  constexpr int kForwards = 46, kRounds = 8;
-  double best = 1e30, sum = 0;
-  for (int r = 0; r < kRounds; ++r) {
-    cudaStreamSynchronize(stream);
-    spin_kernel<<<1, 32, 0, stream>>>(4000000);  // ~2 ms
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kForwards; ++i) enqueue(i);
-    const auto t1 = std::chrono::steady_clock::now();
-    const double us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kForwards;
-    if (r > 0) {
-      best = us < best ? us : best;
-      sum += us;
-    }
-  }
-  cudaStreamSynchronize(stream);
-  std::printf("%-52s best %.2f mean %.2f us per forward (%s)\n", name, best, sum / (kRounds - 1),
+  const BatchTimes t = time_batches(
+      enqueue, [&] { spin_kernel<<<1, 32, 0, stream>>>(4000000); },  // ~2 ms
+      46, 8, stream);
+  std::printf("%-52s best %.2f mean %.2f us per forward (%s)\n", name, t.best, t.mean,
               cudaGetErrorString(cudaGetLastError()));
 }
 
